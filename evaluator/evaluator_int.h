@@ -18,6 +18,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/common.h"
 #include "proto/proto.h"
@@ -30,9 +31,50 @@ struct evpy_opts {
 /*
  * Starts the interpreter with the _stark module and executes the embedded
  * harness modules.  Call once per process; opts is copied.  On failure
- * returns ST_EIO and writes a message into err.
+ * returns ST_EIO and writes a message into err.  In a process forked from
+ * one that started the interpreter (the zygote's evaluations), a call only
+ * replaces the options (jailed, start time) and returns 0.
  */
 ST_WUR int evpy_init(const struct evpy_opts *opts, char *err, size_t errlen);
+
+/*
+ * The zygote's start-up beyond evpy_init(): calls stark_referee.prewarm()
+ * if the harness has one (imports and caches that every evaluation would
+ * otherwise pay for).  Returns 0; ST_EIO when prewarm() raised (message in
+ * err; evaluations can still run); ST_EDENIED when CUDA is initialized
+ * afterwards, which no forked evaluation could use.
+ */
+ST_WUR int evpy_prewarm(char *err, size_t errlen);
+
+/*
+ * Forks with Python's fork protocol (PyOS_BeforeFork, then the child's or
+ * the parent's PyOS_AfterFork_*), after flushing sys.stdout, sys.stderr and
+ * C's streams.  For forks made elsewhere (sandbox_spawn_fn's clone), the
+ * three steps are available separately: call evpy_before_fork() before,
+ * evpy_after_fork_parent() in the parent after, and evpy_after_fork_child()
+ * first thing in the child.  Without an interpreter they only flush.
+ */
+pid_t evpy_fork(void);
+void evpy_before_fork(void);
+void evpy_after_fork_parent(void);
+void evpy_after_fork_child(void);
+
+/*
+ * serve.c: one evaluation on the descriptors of evaluator.h -- reads the
+ * request on fd 0, starts the interpreter with opts (or, forked from a
+ * zygote, only sets them), evaluates, writes the result on fd 3.  When
+ * init_err is not NULL the interpreter could not be started (a zygote's
+ * start-up failed): the request then gets an "error" result naming it.
+ * Returns the exit status: 0 a result was written, 3 it could not be.
+ */
+int eval_serve_one(const struct evpy_opts *opts, const char *init_err);
+
+/*
+ * zygote.c: `stark-eval --zygote` (evaluator.h).  cgroup_parent, if not
+ * NULL, is the orchestrator's cgroup v2 parent for jails.  Returns the exit
+ * status: 0 when the control socket closed, 3 on a broken start.
+ */
+int eval_zygote_main(const char *cgroup_parent);
 
 /*
  * Keeps the request's secret master seed outside the interpreter until the

@@ -37,6 +37,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "evaluator/evaluator.h"
@@ -309,8 +310,10 @@ int evpy_init(const struct evpy_opts *o, char *err, size_t errlen)
 	PyStatus st;
 	char *argv[] = {(char *)EVAL_PROGRAM, NULL};
 
-	if (started)
+	if (started) {
+		opts = *o; /* a process forked from one that started it */
 		return 0;
+	}
 	opts = *o;
 	if (PyImport_AppendInittab("_stark", stark_module_init) < 0) {
 		snprintf(err, errlen, "python: cannot register the _stark module");
@@ -342,6 +345,109 @@ int evpy_init(const struct evpy_opts *o, char *err, size_t errlen)
 	}
 	started = true;
 	return load_harness(err, errlen);
+}
+
+/* ---- the zygote's forks ----------------------------------------------- */
+
+/* Flushes sys.stdout and sys.stderr, and C's streams, before a fork. */
+static void flush_streams(void)
+{
+	static const char *const names[] = {"stdout", "stderr"};
+
+	for (size_t i = 0; started && i < ST_ARRAY_LEN(names); i++) {
+		PyObject *f = PySys_GetObject(names[i]), *r; /* borrowed */
+
+		if (!f || f == Py_None)
+			continue;
+		r = PyObject_CallMethod(f, "flush", NULL);
+		if (!r)
+			PyErr_Clear();
+		Py_XDECREF(r);
+	}
+	fflush(NULL);
+}
+
+void evpy_before_fork(void)
+{
+	flush_streams();
+	if (started)
+		PyOS_BeforeFork();
+}
+
+void evpy_after_fork_parent(void)
+{
+	if (started)
+		PyOS_AfterFork_Parent();
+}
+
+void evpy_after_fork_child(void)
+{
+	if (started)
+		PyOS_AfterFork_Child();
+}
+
+pid_t evpy_fork(void)
+{
+	pid_t pid;
+
+	evpy_before_fork();
+	pid = fork();
+	if (pid == 0)
+		evpy_after_fork_child();
+	else
+		evpy_after_fork_parent();
+	return pid;
+}
+
+/* True when torch is imported and its CUDA runtime initialized. */
+static int cuda_initialized(void)
+{
+	PyObject *mods = PyImport_GetModuleDict(), *cuda, *r; /* borrowed */
+	int on;
+
+	if (!mods || !PyDict_GetItemString(mods, "torch"))
+		return 0;
+	cuda = PyImport_ImportModule("torch.cuda");
+	r = cuda ? PyObject_CallMethod(cuda, "is_initialized", NULL) : NULL;
+	on = r ? PyObject_IsTrue(r) : -1;
+	Py_XDECREF(r);
+	Py_XDECREF(cuda);
+	if (on < 0)
+		PyErr_Clear();
+	return on;
+}
+
+int evpy_prewarm(char *err, size_t errlen)
+{
+	PyObject *mod, *fn, *r = NULL;
+	struct dbuf tb;
+	int rc = 0;
+
+	err[0] = '\0';
+	if (!started)
+		return ST_EINVAL;
+	mod = PyImport_ImportModule("stark_referee");
+	fn = mod ? PyObject_GetAttrString(mod, "prewarm") : NULL;
+	if (!fn) {
+		PyErr_Clear(); /* a harness without prewarm(): nothing to do */
+	} else if (!(r = PyObject_CallNoArgs(fn))) {
+		dbuf_init(&tb, 4096);
+		exception_text(&tb);
+		snprintf(err, errlen, "stark_referee.prewarm() raised: %s", dbuf_str(&tb));
+		dbuf_release(&tb);
+		rc = ST_EIO;
+	}
+	Py_XDECREF(r);
+	Py_XDECREF(fn);
+	Py_XDECREF(mod);
+	flush_streams();
+	/* A CUDA context made here would be unusable in every forked
+	   evaluation (CUDA does not survive fork): fail them all, loudly. */
+	if (cuda_initialized() != 0) {
+		snprintf(err, errlen, "the zygote's start-up initialized CUDA (stark_referee.prewarm?), which no forked evaluation can use");
+		rc = ST_EDENIED;
+	}
+	return rc;
 }
 
 /* ---- request -> dict ------------------------------------------------- */

@@ -12,7 +12,8 @@ stand-ins:
       and is renamed into place, so an entry is either complete or absent.
       An entry already present is imported without building.
   mode "load" (run stage): only imports a prebuilt entry; never builds and
-      never execs.  A missing entry is a clear error.
+      never execs.  A missing entry is a compile_error saying that the
+      compile stage must build it first.
 
 The cache key hashes everything that shapes the binary: the name, sources,
 functions, flags, and the torch, Python and CUDA versions.  A build lock
@@ -287,10 +288,15 @@ def load_inline(name, cpp_sources=None, cuda_sources=None, functions=None,
     if failed is not None:
         _fail(name, failed)
     if state["mode"] != "build":
-        raise MissingBuild(
-            "load_inline: no prebuilt extension '%s' (key %s) in the cache %s: "
-            "the sources differ from those of the compile stage"
-            % (name, key[:16], state["cache_dir"]))
+        # Recorded like a failed build, so the verdict is compile_error even
+        # when the solution catches the exception.
+        msg = ("load_inline: extension '%s' is not in the build cache (key %s): "
+               "solutions in the KernelBench format are built in the compile stage, "
+               "which must run first with these same sources; the run stage only "
+               "loads its builds (the fast format, stark_cuda, compiles in either)"
+               % (name, key[:16]))
+        state["failures"].append({"name": str(name), "log": msg, "missing": True})
+        raise MissingBuild(msg)
     kwargs = dict(cpp_sources=cpp_sources if cpp_sources is not None else [],
                   cuda_sources=cuda_sources, functions=functions,
                   extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,

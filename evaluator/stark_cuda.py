@@ -16,12 +16,16 @@ pointer parameters take CUDA tensors (or None for NULL), scalar parameters
 take Python numbers converted to the declared C type.
 
 Environment (set by the evaluator; all optional for standalone use):
-  STARK_CUDA_CACHE  folder for cubins (default: a per-user cache folder)
-  STARK_CUDA_MODE   "auto" (compile if not cached, then load), "compile"
-                    (compile and store only; launching is an error: used in
-                    the compile jail, which has no GPU) or "load" (never
-                    compile; a cubin missing from the cache is an error: used
-                    in the run jail)
+  STARK_CUDA_CACHE  folder for cubins (default: a per-user cache folder), or
+                    several separated by ':': cubins are looked up in each,
+                    and a new one is written to the first that takes it (the
+                    run jail's shared cache is read-only; a private folder
+                    follows it)
+  STARK_CUDA_MODE   "auto" (compile if not cached, then load: the run stage),
+                    "compile" (compile and store only; launching is an
+                    error: used in the compile jail, which has no GPU) or
+                    "load" (never compile; a cubin missing from the cache is
+                    an error)
   STARK_CUDA_ARCH   target, e.g. "sm_90"; required where no GPU is visible
 
 This file is the only place the fast format touches the CUDA driver and
@@ -155,12 +159,12 @@ def device_arch():
     return "sm_%d%d" % (major.value, minor.value)
 
 
-def _cache_dir():
-    d = os.environ.get("STARK_CUDA_CACHE")
-    if not d:
+def _cache_dirs():
+    dirs = [d for d in os.environ.get("STARK_CUDA_CACHE", "").split(os.pathsep) if d]
+    if not dirs:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        d = os.path.join(base, "stark", "cubin")
-    return d
+        dirs = [os.path.join(base, "stark", "cubin")]
+    return dirs
 
 
 def _mode():
@@ -357,24 +361,31 @@ class CudaModule:
         self.cubin = self._obtain(name)
 
     def _obtain(self, name):
-        path = os.path.join(_cache_dir(), "%s.%s.cubin" % (self.key, self.arch))
-        try:
-            with open(path, "rb") as f:
-                return f.read()
-        except OSError:
-            if _mode() == "load":
-                raise CudaError("kernel source was not compiled in the compile stage (no cubin %s)"
-                                % os.path.basename(path))
+        fname = "%s.%s.cubin" % (self.key, self.arch)
+        dirs = _cache_dirs()
+        for d in dirs:
+            try:
+                with open(os.path.join(d, fname), "rb") as f:
+                    return f.read()
+            except OSError:
+                pass
+        if _mode() == "load":
+            raise CudaError("kernel source was not compiled in the compile stage (no cubin %s)" % fname)
         cubin = compile_source(self.source, self.options, self.arch, name)
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = "%s.%d.tmp" % (path, os.getpid())
-            with open(tmp, "wb") as f:
-                f.write(cubin)
-            os.replace(tmp, path)
-        except OSError:
-            if _mode() == "compile":
-                raise
+        err = None
+        for d in dirs:
+            path = os.path.join(d, fname)
+            try:
+                os.makedirs(d, exist_ok=True)
+                tmp = "%s.%d.tmp" % (path, os.getpid())
+                with open(tmp, "wb") as f:
+                    f.write(cubin)
+                os.replace(tmp, path)
+                return cubin
+            except OSError as e:
+                err = e
+        if _mode() == "compile" and err is not None:
+            raise err
         return cubin
 
     def _handle(self):

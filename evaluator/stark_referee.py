@@ -1,5 +1,5 @@
 """stark_referee -- the trusted half of the evaluator: loads the problem,
-drives the workers, compares outputs, times both models, and decides.
+drives the workers, times both models, and decides.
 
 evaluate(req) is called by the C side with the request as a dict (without
 the secret seed) and returns the result as a dict that the C side checks and
@@ -7,9 +7,18 @@ encodes for the orchestrator.  The referee never runs candidate code: the
 solution's top level, its native builds and its forward all run in a forked
 candidate worker (stark_worker).  The referee holds what must not be
 forgeable -- the master seed (asked of the C side only after the workers are
-forked, so no worker's memory ever held it), the reference outputs, the
-clock, and the verdict -- and it reads nothing from a worker but capped
-JSON and tensor bytes whose dtype and shape it has validated.
+forked, so no worker's memory ever held it), the clock, and the verdict --
+and it reads nothing from a worker but capped JSON and tensor bytes whose
+dtype and shape it has validated.
+
+Tensor data never passes through the referee's hands beyond forwarding
+bytes (stark_wire describes the data path): each worker makes the call's
+inputs on its device from a seed derived per call, and the reference
+worker -- trusted, it runs only problem code -- compares the candidate's
+outputs with its own on its device.  The referee checks what the workers
+report about the inputs and outputs (structure, dtype, shape, device,
+aliasing, mutation, late writes) and turns the reference's comparison into
+the verdict.
 
 The process is made non-dumpable before any worker exists, so workers
 (same user, same namespaces when unjailed) cannot ptrace it or read its
@@ -17,17 +26,35 @@ The process is made non-dumpable before any worker exists, so workers
 its process group), so a candidate's background threads can neither slow
 the reference nor finish their work while the clock is not looking.
 
+Timing.  On CPUs a call's time is the referee's own clock around the CALL
+exchange, less the median no-op round trip and the worker's run-queue
+waits.  On GPUs the worker times each call with CUDA events on its stream
+plus a guard event after a device-wide synchronize (work left on side
+streams counts), after the reference worker has flushed the L2 (it is
+shared by every process on the GPU, and the candidate's process could skip
+or patch a flush of its own).  The candidate's claims are bounded by the
+referee's clock: a candidate whose wall time, less the overhead the
+reference shows, exceeds what it claims is timed by the wall clock instead
+(flag timing_unverified).  Clocks and throttling are read through NVML in
+the reference worker, never here: neither CUDA nor NVML may be initialized
+in a process that forks workers afterwards.  When fd 4 is open at start it
+is a lock file shared by evaluations on one GPU: the timing phase holds an
+exclusive lock on it.
+
 Verdicts are raised as Verdict exceptions from wherever the evidence is
 found and turned into the result at the top.
 """
 
+import errno
+import fcntl
 import hashlib
+import importlib
 import math
 import os
-import random
 import shutil
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -36,15 +63,36 @@ import types
 import torch
 
 import _stark
+import stark_cuda
 import stark_wire as W
 import stark_worker
 
 LIMITS = _stark.limits()
-REF_OUTPUT_MAX = 16 << 30     # bytes of reference output we accept
-COMPARE_CHUNK = 1 << 22       # elements compared per step
 NOOP_PINGS = 21
 CALL_FLOOR_S = 10.0           # a candidate's forward may take at least this,
 CALL_FACTOR = 100.0           # or this many times the reference's slowest call
+RELAY_CHUNK = 4 << 20         # bytes forwarded per step from candidate to reference
+LOCK_FD = 4                   # the GPU lock file, when the orchestrator passes one
+# A candidate's claimed median may fall short of its wall-clock median (less
+# the reference's overhead) by this much before the claims are disbelieved.
+# Measured on the H100: honest fast-format candidates' exchanges cost 50-120
+# us more than the reference's (their Python launch path runs after the
+# last launch, outside the events), so a tighter bound flagged every one of
+# them.  A forged time is caught when it hides more than this; the output
+# digests in the CALL reply catch outputs finished after the reply whatever
+# the claim.
+CLAIM_SLACK_US = 150.0
+CLAIM_SLACK_FRAC = 0.25
+CLAIM_EPS_US = 2.0            # event resolution against the host clock
+# On scaled inputs the absolute tolerance grows with the outputs' mean
+# magnitude (rounding errors do), by at most this factor: 8x inputs into a
+# product of two.  Measured need: a row-wise cumsum of 2048 shifted inputs
+# drifts far from zero, and an honest scan then misses the plain atol.
+VARIANT_ATOL_MAX = 64.0
+# A kernel cannot move its data faster than the device copies memory; a
+# tuned streaming kernel may beat a plain copy_ by some percent, so the floor
+# is this factor above the measured copy rate.
+ROOFLINE_FACTOR = 1.25
 
 # Library operators that do the heavy lifting of a problem.  A candidate that
 # dispatches one the reference also uses may simply be calling the op it was
@@ -77,13 +125,16 @@ DEADLINE_MARGIN_S = 0.5       # left to report after the last wait
 
 
 class Verdict(Exception):
-    """A decision reached: status name, message, and optional log."""
+    """A decision reached: status name, message, and optional log.  check
+    names the integrity check that failed, for the few places that must
+    tell an integrity rejection from other failures."""
 
-    def __init__(self, status, message, log="", **fields):
+    def __init__(self, status, message, log="", check=None, **fields):
         super().__init__(message)
         self.status = status
         self.message = message
         self.log = log
+        self.check = check
         self.fields = fields
 
 
@@ -172,62 +223,153 @@ def _unravel(flat, shape):
     return "[" + ", ".join(str(i) for i in reversed(idx)) + "]"
 
 
-def compare_tensor(got, want, atol, rtol):
-    """Compares a candidate tensor with the reference (same shape and
-    dtype): |got - want| <= atol + rtol * |want| elementwise; NaN matches
-    only NaN, an infinity only the same infinity; integers and bools must
-    be equal.  Returns a dict: nbad, max_abs, max_rel (relative to
-    max(|want|, atol), so near-zero references do not explode it), first
-    (flat index of the first bad element, or None), and got/want there."""
-    n = want.numel()
-    a, b = got.reshape(-1), want.reshape(-1)
-    exact = not want.is_floating_point()
-    ct = torch.float64 if want.dtype == torch.float64 else torch.float32
-    nbad, max_abs, max_rel, first = 0, 0.0, 0.0, None
-    inf = float("inf")
-    for off in range(0, n, COMPARE_CHUNK):
-        ca, cb = a[off:off + COMPARE_CHUNK], b[off:off + COMPARE_CHUNK]
-        if exact:
-            bad = ca != cb
-            anybad = bool(bad.any())
-            if anybad:
-                d = (ca.to(torch.float64) - cb.to(torch.float64)).abs_()
-                max_abs = max(max_abs, float(d.max()))
-                max_rel = max(max_rel, float(d.div_(cb.to(torch.float64).abs().clamp_min_(
-                    max(atol, 1.0))).max()))
-        else:
-            ca, cb = ca.to(ct), cb.to(ct)
-            diff = (ca - cb).abs_()
-            bmag = cb.abs()
-            ok = diff <= bmag.mul(rtol).add_(atol)        # NaN differences fail
-            nonfinite = not math.isfinite(float(bmag.max()))
-            if nonfinite:
-                # Infinities need exact equality, NaN needs NaN.
-                same = (ca == cb) | (ca.isnan() & cb.isnan())
-                ok = torch.where(cb.isfinite(), ok, same)
-            anybad = not bool(ok.all())
-            bad = ~ok if anybad else None
-            if anybad or nonfinite:
-                # Errors are measured where both are finite; a bad
-                # non-finite element makes them infinite.
-                fin = ca.isfinite() & cb.isfinite()
-                if anybad and bool((bad & ~fin).any()):
-                    max_abs = max_rel = inf
-                diff = torch.where(fin, diff, torch.zeros((), dtype=ct))
-                bmag = torch.where(fin, bmag, torch.ones((), dtype=ct))
-            if max_abs != inf:
-                max_abs = max(max_abs, float(diff.max()))
-                max_rel = max(max_rel, float(diff.div_(bmag.clamp_min_(max(atol, 1e-30))).max()))
-        if anybad:
-            if first is None:
-                first = off + int(torch.argmax(bad.to(torch.uint8)))
-            nbad += int(bad.sum())
-    res = {"nbad": nbad, "max_abs": max_abs, "max_rel": max_rel, "first": first}
-    if first is not None:
-        res["got"] = a[first].item()
-        res["want"] = b[first].item()
+def _median(xs):
+    s = sorted(xs)
+    n = len(s)
+    if n == 0:
+        return float("nan")
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def _number(v):
+    """v as a float when it is a JSON number (not a bool), else NaN."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    return float("nan")
+
+
+def claimed_us(reply, sync_us):
+    """A worker's own timing of one call (the CALL reply on GPUs): the
+    stream's event time, or the guard's (after a device-wide synchronize)
+    less the synchronize's own cost, whichever is longer, so work left on
+    side streams or host threads counts.  NaN when the reply has none."""
+    ev = _number(reply.get("ev_us")) if isinstance(reply, dict) else float("nan")
+    guard = _number(reply.get("guard_us")) if isinstance(reply, dict) else float("nan")
+    if not (math.isfinite(ev) and math.isfinite(guard)):
+        return float("nan")
+    return max(ev, guard - sync_us)
+
+
+def judge_claims(walls_c, claims_c, raws_c, walls_r, claims_r):
+    """Whether the candidate's own timings stand against the referee's
+    clock.  All values in microseconds, one per timed call: walls are the
+    referee's times of the CALL exchanges (less the no-op round trip and
+    run-queue waits), raws the whole exchanges, claims what the workers
+    reported (claimed_us).  The reference is trusted: its overhead
+    o_ref = median(wall - claim) is what a call costs beyond its own time.
+    The candidate's claims are disbelieved when one is negative, NaN or
+    longer than its exchange, or when its median wall less o_ref exceeds
+    its median claim by more than max(CLAIM_SLACK_US, CLAIM_SLACK_FRAC x
+    claim): a forged event time or a synchronize patched to return early
+    shows as a gap.  Returns a dict: believed, cand and ref (the per-call
+    times to report: disbelieved claims are replaced by wall - o_ref),
+    o_ref, o_cand, why (in words, when not believed)."""
+    res = {"believed": True, "cand": list(claims_c), "ref": list(claims_r),
+           "o_ref": float("nan"), "o_cand": float("nan"), "why": ""}
+    if not claims_r or any(not math.isfinite(c) or c < 0 for c in claims_r):
+        # The reference's events failed (a broken device): wall clock for both.
+        res.update(believed=True, cand=list(walls_c), ref=list(walls_r),
+                   why="no event timings from the reference")
+        return res
+    o_ref = _median([w - c for w, c in zip(walls_r, claims_r)])
+    res["o_ref"] = o_ref
+    for i, (c, raw) in enumerate(zip(claims_c, raws_c)):
+        if not (math.isfinite(c) and 0 <= c <= raw + CLAIM_EPS_US):
+            res["believed"] = False
+            res["why"] = ("timed call %d: the candidate claimed %s us for a call the "
+                          "referee's clock saw take %.1f us" % (i + 1, c, raw))
+            break
+    if res["believed"]:
+        res["o_cand"] = _median([w - c for w, c in zip(walls_c, claims_c)])
+        mw, mc = _median(walls_c), _median(claims_c)
+        if mw - o_ref > mc + max(CLAIM_SLACK_US, CLAIM_SLACK_FRAC * mc):
+            res["believed"] = False
+            res["why"] = ("the candidate's median wall-clock time %.1f us less the "
+                          "reference's overhead %.1f us exceeds its claimed median "
+                          "%.1f us by more than max(%g us, %g%%)"
+                          % (mw, o_ref, mc, CLAIM_SLACK_US, CLAIM_SLACK_FRAC * 100))
+    if not res["believed"]:
+        res["cand"] = [max(w - o_ref, 0.0) for w in walls_c]
     return res
 
+
+def roofline_floor_us(in_bytes, out_bytes, l2_bytes, copy_bps, factor=ROOFLINE_FACTOR):
+    """The least time, in microseconds, in which a call can read its inputs
+    and write its outputs: bytes / (factor x the device's copy rate, in
+    bytes moved per second).  The inputs are cold (the L2 was flushed), so
+    all of them come from memory; outputs that fit in the L2 may stay there
+    (it is write-back) when the call ends, so only the excess counts.
+    0 when the rate is unknown."""
+    if not (copy_bps > 0 and factor > 0):
+        return 0.0
+    moved = max(in_bytes, 0) + max(out_bytes - max(l2_bytes, 0), 0)
+    return moved / (factor * copy_bps) * 1e6
+
+
+def beyond_roofline(runtime_us, floor_us):
+    """Whether a measured time is faster than physics allows (flag
+    speedup_beyond_roofline): above 0 and below the floor."""
+    return floor_us > 0 and 0 < runtime_us < floor_us
+
+
+def _lock_usable(fd):
+    """Whether fd is open on a regular file we may write-lock: only such a
+    descriptor is taken as the orchestrator's GPU lock."""
+    try:
+        st = os.fstat(fd)
+        fl = fcntl.fcntl(fd, fcntl.F_GETFL)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and (fl & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
+
+
+# -- zygote support ----------------------------------------------------------
+
+PREWARM = {}
+PREWARM_IMPORTS = (
+    "ctypes", "errno", "fcntl", "hashlib", "importlib.util", "io", "json", "platform",
+    "select", "shutil", "socket", "stat", "struct", "subprocess", "tempfile", "threading",
+    "traceback", "numpy", "torch.nn", "torch.nn.functional", "torch.autograd.profiler",
+    "torch.profiler", "torch.utils._device",
+)
+
+
+def prewarm():
+    """Called from C once, after the harness loads and before any
+    evaluation forks from this process: imports what the referee and the
+    workers import later and loads NVRTC, so each
+    forked evaluation starts with them in memory.  It must not initialize
+    CUDA (nor NVML): a CUDA runtime initialized before fork is unusable in
+    every forked child.  Importing torch does not initialize it; NVRTC is
+    loaded but not used (a compile before fork broke CUDA in the children
+    on CUDA 13).  Not imported:
+    torch.utils.cpp_extension, which initializes CUDA under torch 2.x (the
+    workers import it).  Never raises; returns what it did (PREWARM)."""
+    t0 = time.monotonic()
+    try:
+        missing = []
+        for name in PREWARM_IMPORTS:
+            try:
+                importlib.import_module(name)
+            except Exception as e:
+                missing.append("%s (%s)" % (name, type(e).__name__))
+        PREWARM["imports"] = "ok" if not missing else "missing " + ", ".join(missing)
+        try:
+            # Loaded, never used: on the H100 (CUDA 13) a process forked
+            # after an NVRTC compile could not initialize CUDA any more
+            # ("CUDA driver initialization failed"), while loading the
+            # library and asking its version leave children intact.
+            t1 = time.monotonic()
+            PREWARM["nvrtc"] = "nvrtc %s loaded, %.0f ms" % (
+                stark_cuda.nvrtc_version(), (time.monotonic() - t1) * 1e3)
+        except Exception as e:
+            PREWARM["nvrtc"] = ("unavailable: %s: %s" % (type(e).__name__, e))[:200]
+        if torch.cuda.is_initialized():
+            PREWARM["cuda"] = "initialized before fork: workers cannot use CUDA"
+    except BaseException as e:
+        PREWARM["error"] = ("%s: %s" % (type(e).__name__, e))[:200]
+    PREWARM["ms"] = "%.0f" % ((time.monotonic() - t0) * 1e3)
+    return dict(PREWARM)
 
 class WorkerHandle:
     def __init__(self, role, pid, chan):
@@ -322,8 +464,15 @@ class Evaluation:
         self.ref_call_max_ns = 0
         self.pair_max_s = 0.0
         self.input_bytes = 0
+        self.output_bytes = 0
+        self.plain_mag = []         # outputs' mean magnitudes on plain inputs
         self.compared = False
         self.build = {}
+        self.cuda = str(req["device"]).startswith("cuda")
+        self.tmp_cubin = None
+        self.lock_fd = None
+        self.lock_held = False
+        self.relay_buf = None
 
     # -- problem ---------------------------------------------------------
     def load_problem(self):
@@ -348,26 +497,49 @@ class Evaluation:
                           "get_init_inputs())" % (name, ", ".join(missing)))
         self.problem = mod
 
-    def gen_inputs(self, seed, what):
-        torch.manual_seed(seed)
-        random.seed(seed)
-        try:
-            items = self.problem.get_inputs()
-            if not isinstance(items, (list, tuple)):
-                raise TypeError("get_inputs() returned %s, not a list"
-                                % type(items).__name__)
-            enc = W.encode_inputs(list(items))
-            self.input_bytes = max(self.input_bytes,
-                                   sum(t.numel() * t.element_size() for t in enc[1]))
-            return enc
-        except Exception as e:
-            raise Verdict("error", "the problem's get_inputs() failed (%s): %s"
-                          % (what, _exc_line(e)), _tb(e))
+    # -- inputs ----------------------------------------------------------
+    def send_gen(self, w, args, what):
+        self.talk(w, what, w.chan.send_json, W.GEN, args, self.deadline)
+
+    def recv_gen(self, w, what):
+        """A worker's reply to GEN: the description of its inputs, checked
+        for shape; returns (description, tensor bytes)."""
+        def go():
+            d = self.expect_ok(w, what)
+            items = d.get("items")
+            if not isinstance(items, list) or len(items) > W.MAX_ITEMS:
+                raise W.WireError("bad input description")
+            specs = [W.checked_spec(x, "input") for x in items
+                     if isinstance(x, dict) and x.get("t") == "tensor"]
+            if len(specs) > W.MAX_TENSORS:
+                raise W.WireError("more than %d input tensors" % W.MAX_TENSORS)
+            return {"items": items}, sum(sp[2] for sp in specs)
+        return self.talk(w, what, go)
+
+    def check_gen(self, ref_desc, cand_desc, what):
+        bad = W.inputs_mismatch(ref_desc, cand_desc)
+        if bad is not None:
+            raise Verdict("rejected", "integrity check 'inputs' failed (%s): the "
+                          "candidate's worker made other inputs than the reference's "
+                          "from the same seed: %s" % (what, bad), check="inputs")
+
+    def gen_inputs(self, label, what, variant=False):
+        """Both workers make this call's inputs from a seed derived for it
+        (in parallel: each on its own device); the candidate's must be
+        described exactly as the reference's.  Returns the input bytes."""
+        args = {"seed": _derive(self.seed, label), "sizes": {}, "variant": bool(variant)}
+        for w in (self.ref, self.cand):
+            self.send_gen(w, args, what)
+        ref_desc, nbytes = self.recv_gen(self.ref, what)
+        cand_desc, _ = self.recv_gen(self.cand, what)
+        self.check_gen(ref_desc, cand_desc, what)
+        return nbytes
 
     # -- workers ---------------------------------------------------------
     def cfg(self):
         return {"device": self.req["device"], "stage": self.stage,
                 "cache_dir": self.req["cache_dir"] or self.tmp_cache,
+                "cubin_dir": self.tmp_cubin,
                 "solution_name": self.req["solution_name"] or "solution.py",
                 "solution_src": self.req["solution_src"]}
 
@@ -394,8 +566,10 @@ class Evaluation:
             w.kill()
             w.chan.close()
         self.workers = []
-        if self.tmp_cache:
-            shutil.rmtree(self.tmp_cache, ignore_errors=True)
+        self.release_lock()
+        for d in (self.tmp_cache, self.tmp_cubin):
+            if d:
+                shutil.rmtree(d, ignore_errors=True)
 
     def failed(self, w, exc, what):
         """Turns a failure talking to a worker into a Verdict."""
@@ -437,8 +611,11 @@ class Evaluation:
         emsg = str(err.get("message", ""))[:4000]
         tb = _cut(str(err.get("traceback", "")), LIMITS["log_max"] - 1024)
         if w.role == "ref":
-            if err.get("phase") == "device":
+            if err.get("phase") == "device" and err.get("type") == "NoDevice":
                 return Verdict("error", emsg)
+            if err.get("phase") == "inputs":
+                return Verdict("error", "the problem's get_inputs() failed (%s): %s: %s"
+                               % (what, etype, emsg), tb)
             return Verdict("error", "the problem's reference raised %s during %s: %s"
                            % (etype, what, emsg), tb)
         if err.get("phase") == "build":
@@ -446,8 +623,13 @@ class Evaluation:
             fails = self.build.get("failures") or []
             log = "\n\n".join(str(f.get("log", "")) for f in fails
                               if isinstance(f, dict))
+            if err.get("missing") is True:
+                return Verdict("compile_error", emsg, _cut(log, LIMITS["log_max"] - 1024))
             return Verdict("compile_error", "%s; the compiler's output is in the log"
                            % emsg, _cut(log, LIMITS["log_max"] - 1024))
+        if err.get("phase") == "inputs":
+            return Verdict("runtime_error", "the candidate's worker raised %s while making "
+                           "the inputs (%s): %s" % (etype, what, emsg), tb)
         sol = self.req["solution_name"] or "solution.py"
         if err.get("phase") == "load":
             if etype == "MissingModelNew":
@@ -465,17 +647,10 @@ class Evaluation:
             raise self.failed(w, e, what)
 
     # -- one call --------------------------------------------------------
-    def put_inputs(self, w, enc, what):
-        header, tensors = enc
-
-        def go():
-            w.chan.send_tensors(W.INPUTS, W.INPUT_DATA, header, tensors, self.deadline)
-            self.expect_ok(w, what)
-        self.talk(w, what, go)
-
     def call(self, w, what, kind=None):
         """Runs forward on the worker's inputs; returns (elapsed ns as seen
-        by the referee from the send of CALL to the reply, reply).  A
+        by the referee from the send of CALL to the reply, less the worker's
+        run-queue waits; the reply; the whole exchange in ns).  A
         candidate's call gets CALL_FLOOR_S or CALL_FACTOR times the
         reference's slowest call, whichever is more (within the deadline)."""
         kind = kind or W.CALL
@@ -495,9 +670,9 @@ class Evaluation:
             q1 = _runq_wait_ns(w.pid)
             if rkind != W.OK:
                 raise self.worker_error(w, obj, what)
-            return _unqueued(t1 - t0, q0, q1), obj
+            return _unqueued(t1 - t0, q0, q1), obj, t1 - t0
         try:
-            ns, obj = self.talk(w, what, go)
+            ns, obj, raw = self.talk(w, what, go)
         except Verdict as v:
             if (v.status == "timeout" and limit is not None and
                     time.monotonic() < self.deadline - 0.1):
@@ -508,7 +683,7 @@ class Evaluation:
             raise
         if w.role == "ref":
             self.ref_call_max_ns = max(self.ref_call_max_ns, ns)
-        return ns, obj
+        return ns, obj, raw
 
     def ping(self, w):
         def go():
@@ -520,42 +695,136 @@ class Evaluation:
             return _unqueued(t1 - t0, q0, _runq_wait_ns(w.pid))
         return self.talk(w, "a no-op round trip", go)
 
-    def fetch(self, w, what, expect=None):
-        """Receives the worker's outputs.  For the candidate, expect is the
-        reference's (kind, specs, devices): structure, dtype, shape and
-        device are checked before any tensor byte is read."""
+    def command(self, w, kind, args, what):
+        """A plain command and its OK reply (FLSH, TNOP, DEVI)."""
+        def go():
+            if args is None:
+                w.chan.send(kind, b"", self.deadline)
+            else:
+                w.chan.send_json(kind, args, self.deadline)
+            return self.expect_ok(w, what)
+        return self.talk(w, what, go)
+
+    def out_meta(self, hdr):
+        """(kind, specs, devices) of a valid output header."""
+        k, items = hdr.get("kind"), hdr.get("items")
+        if k not in ("tensor", "seq") or not isinstance(items, list) or \
+                len(items) > W.MAX_TENSORS or (k == "tensor" and len(items) != 1):
+            raise W.WireError("bad output header")
+        specs = [W.checked_spec(d, "output") for d in items]
+        devices = [str(d.get("device", ""))[:32] for d in items]
+        return k, specs, devices
+
+    def fetch_ref(self, what):
+        """The reference's output header (its bytes stay in its worker for
+        the comparison): (kind, specs, devices) and its integrity facts."""
+        w = self.ref
+
         def go():
             w.chan.send(W.FETCH, b"", self.deadline)
             kind, hdr = w.chan.recv_json({W.OUT_HEADER: W.HEADER_MAX,
                                           W.ERR: W.CONTROL_MAX}, self.deadline)
             if kind == W.ERR:
                 raise self.worker_error(w, hdr, what)
-            k = hdr.get("kind")
-            if k in ("bad", "reject") and w.role == "ref":
+            if hdr.get("kind") in ("bad", "reject"):
                 raise Verdict("error", "the problem's reference returned an unsupported "
                               "output (%s): %.300s" % (what, hdr.get("detail")))
+            meta = self.out_meta(hdr)
+            if sum(sp[2] for sp in meta[1]) > W.OUTPUT_MAX:
+                raise Verdict("error", "the reference output is larger than %d GiB"
+                              % (W.OUTPUT_MAX >> 30))
+            facts = hdr.get("facts") if isinstance(hdr.get("facts"), dict) else {}
+            mag = hdr.get("mag") if isinstance(hdr.get("mag"), list) else []
+            mag = [_number(m) for m in mag[:len(meta[1])]]
+            facts["mag"] = mag + [0.0] * (len(meta[1]) - len(mag))
+            return meta, facts
+        return self.talk(w, what, go)
+
+    def fetch_compare(self, ref_meta, ref_facts, what, digest=None, tols=None):
+        """The candidate's outputs: its header is checked against the
+        reference's (structure, dtype, shape and device, before any tensor
+        byte is read) and its integrity facts against the reference's; then
+        its bytes are streamed on to the reference worker, which compares
+        them while the candidate is stopped.  digest: on GPUs, the
+        digests of its outputs the candidate's CALL reply gave, which the
+        reference checks against the bytes.  tols: (atol, rtol) per output,
+        by default the request's for each dtype.  Returns the reference's
+        per-output statistics."""
+        c, r = self.cand, self.ref
+
+        def head():
+            c.chan.send(W.FETCH, b"", self.deadline)
+            kind, hdr = c.chan.recv_json({W.OUT_HEADER: W.HEADER_MAX,
+                                          W.ERR: W.CONTROL_MAX}, self.deadline)
+            if kind == W.ERR:
+                raise self.worker_error(c, hdr, what)
+            k = hdr.get("kind")
             if k == "bad":
                 raise Verdict("incorrect", "the candidate's output is wrong (%s): %.300s"
                               % (what, hdr.get("detail")))
             if k == "reject":
                 raise Verdict("rejected", "integrity check '%.60s' failed (%s): %.300s"
                               % (hdr.get("check"), what, hdr.get("detail")))
-            items = hdr.get("items")
-            if k not in ("tensor", "seq") or not isinstance(items, list) or \
-                    len(items) > W.MAX_TENSORS:
-                raise W.WireError("bad output header")
-            specs = [W.checked_spec(d, "output") for d in items]
-            devices = [str(d.get("device", ""))[:32] for d in items]
-            if expect is None:
-                if sum(s[2] for s in specs) > REF_OUTPUT_MAX:
-                    raise Verdict("error", "the reference output is larger than %d GiB"
-                                  % (REF_OUTPUT_MAX >> 30))
-            else:
-                self.check_structure((k, specs, devices), expect, what)
+            meta = self.out_meta(hdr)
+            self.check_structure(meta, ref_meta, what)
             facts = hdr.get("facts") if isinstance(hdr.get("facts"), dict) else {}
-            tensors = w.chan.recv_tensor_data(W.OUT_DATA, specs, self.deadline)
-            return (k, specs, devices), tensors, facts
-        return self.talk(w, what, go)
+            return facts
+        cand_facts = self.talk(c, what, head)
+        self.check_facts(cand_facts, ref_facts, what)
+        want = sum(sp[2] for sp in ref_meta[1])
+
+        def data_head():
+            kind, n = c.chan.recv_header(self.deadline)
+            if kind != W.OUT_DATA:
+                raise W.WireError("expected %r, got %r" % (W.OUT_DATA, kind))
+            if n != want:
+                raise W.WireError("tensor data of %d bytes, expected %d" % (n, want))
+        self.talk(c, what, data_head)
+        if not ref_meta[1]:
+            return []
+        hdr = {"items": [{"dtype": W.dtype_name(sp[0]), "shape": list(sp[1])}
+                         for sp in ref_meta[1]],
+               "tol": [list(t) for t in (tols or self.tolerances(ref_meta))]}
+        if digest is not None:
+            ok = isinstance(digest, list) and all(type(d) is int and abs(d) < (1 << 63)
+                                                  for d in digest)
+            hdr["digest"] = digest if ok else []
+        self.talk(r, what, r.chan.send_json, W.COMPARE, hdr, self.deadline)
+        self.talk(r, what, r.chan.send_all, W.HDR.pack(W.COMPARE_DATA, want), self.deadline)
+        if self.relay_buf is None:
+            self.relay_buf = memoryview(bytearray(RELAY_CHUNK))
+        view, left = self.relay_buf, want
+        while left:
+            k = min(left, len(view))
+            self.talk(c, what, c.chan.recv_into, view[:k], self.deadline)
+            self.talk(r, what, r.chan.send_all, view[:k], self.deadline)
+            left -= k
+        with _Stopped(c):
+            reply = self.talk(r, what, self.expect_ok, r, "the comparison of outputs (%s)"
+                              % what)
+        if digest is not None and reply.get("digest_ok") is not True:
+            raise Verdict("rejected", "integrity check 'output written after return' "
+                          "failed (%s): the candidate's outputs are not those it had when "
+                          "its call returned, so work went on outside the timed call" % what,
+                          check="digest")
+        return self.checked_results(reply, len(ref_meta[1]), what)
+
+    def checked_results(self, reply, nout, what):
+        res = reply.get("results")
+        if not isinstance(res, list) or not 1 <= len(res) <= nout:
+            raise Verdict("error", "the reference worker sent malformed comparison "
+                          "results (%s)" % what)
+        out = []
+        for r in res:
+            if not isinstance(r, dict) or type(r.get("nbad")) is not int or r["nbad"] < 0:
+                raise Verdict("error", "the reference worker sent malformed comparison "
+                              "results (%s)" % what)
+            first = r.get("first")
+            out.append({"nbad": r["nbad"], "max_abs": _number(r.get("max_abs")),
+                        "max_rel": _number(r.get("max_rel")),
+                        "first": first if type(first) is int and first >= 0 else 0,
+                        "got": r.get("got"), "want": r.get("want")})
+        return out
 
     def check_structure(self, got, want, what):
         gk, gs, gd = got
@@ -582,43 +851,73 @@ class Evaluation:
             return self.req["atol16"], self.req["rtol16"]
         return self.req["atol32"], self.req["rtol32"]
 
-    def compare(self, got, want, what):
-        """Returns None when all outputs match, else a message."""
+    def tolerances(self, ref_meta, mag=None):
+        """(atol, rtol) per output.  With mag (the outputs' mean magnitudes
+        on scaled inputs), atol grows by the ratio to their magnitudes on
+        the problem's own inputs, at most VARIANT_ATOL_MAX times: rounding
+        errors scale with the data, and a sum that drifts far from zero (a
+        shifted cumulative sum) loses absolute precision honestly.  rtol
+        and the plain trials' tolerances stay as requested."""
+        tols = []
+        for i, (dt, _, _) in enumerate(ref_meta[1]):
+            atol, rtol = self.tolerance(dt)
+            base = self.plain_mag[i] if i < len(self.plain_mag) else 0.0
+            if mag is not None and i < len(mag) and base > 0 and mag[i] > base:
+                atol *= min(mag[i] / base, VARIANT_ATOL_MAX)
+            tols.append((atol, rtol))
+        return tols
+
+    def compare(self, results, ref_meta, what, tols=None):
+        """Turns the reference worker's statistics into the verdict's terms:
+        None when all outputs match, else a message."""
         self.compared = True
-        for i, (g, x) in enumerate(zip(got, want)):
-            atol, rtol = self.tolerance(x.dtype)
-            r = compare_tensor(g, x, atol, rtol)
+        tols = tols or self.tolerances(ref_meta)
+        for i, r in enumerate(results):
+            dt, shape, _ = ref_meta[1][i]
+            atol, rtol = tols[i]
             self.max_abs = max(self.max_abs, r["max_abs"])
             self.max_rel = max(self.max_rel, r["max_rel"])
             if r["nbad"]:
-                idx = _unravel(r["first"], list(x.shape))
+                idx = _unravel(r["first"], list(shape))
                 self.res.setdefault("first_bad", idx)
                 return ("output %d differs (%s): %d of %d elements outside atol=%g + "
                         "rtol=%g*|expected|; first at %s: got %s, expected %s; max abs "
                         "err %.3g, max rel err %.3g"
-                        % (i, what, r["nbad"], x.numel(), atol, rtol, idx,
+                        % (i, what, r["nbad"], math.prod(shape), atol, rtol, idx,
                            _fmt_num(r["got"]), _fmt_num(r["want"]), r["max_abs"],
                            r["max_rel"]))
         return None
 
-    def run_pair(self, enc, what, order=("ref", "cand"), kind=None):
-        """Both models on the same inputs, each called with the other
-        stopped; outputs fetched, integrity facts checked, outputs compared.
-        Returns (ref_ns, cand_ns, mismatch message or None, replies)."""
+    def run_pair(self, label, what, order=("ref", "cand"), kind=None, variant=False,
+                 timed=False):
+        """Both models on inputs made for this call, each called with the
+        other stopped (on GPUs, a timed call after an L2 flush); outputs
+        described, integrity facts checked, outputs compared by the
+        reference worker.  Returns (ns, replies, raw ns, mismatch message
+        or None), the first three by role."""
         t_pair = time.monotonic()
-        for w in (self.ref, self.cand):
-            self.put_inputs(w, enc, what)
-        ns, replies = {}, {}
+        self.input_bytes = max(self.input_bytes, self.gen_inputs(label, what, variant))
+        ns, replies, raws = {}, {}, {}
         for role in order:
             w, other = (self.ref, self.cand) if role == "ref" else (self.cand, self.ref)
+            if timed and self.cuda:
+                with _Stopped(self.cand):
+                    self.command(self.ref, W.FLUSH, None, "an L2 flush (%s)" % what)
             with _Stopped(other):
-                ns[role], replies[role] = self.call(w, "forward (%s)" % what, kind)
-        ref_meta, ref_out, ref_facts = self.fetch(self.ref, what)
-        _, cand_out, cand_facts = self.fetch(self.cand, what, expect=ref_meta)
-        self.check_facts(cand_facts, ref_facts, what)
-        bad = self.compare(cand_out, ref_out, what)
+                ns[role], replies[role], raws[role] = self.call(w, "forward (%s)" % what, kind)
+        ref_meta, ref_facts = self.fetch_ref(what)
+        self.output_bytes = max(self.output_bytes, sum(sp[2] for sp in ref_meta[1]))
+        if variant:
+            tols = self.tolerances(ref_meta, ref_facts["mag"])
+        else:
+            tols = self.tolerances(ref_meta)
+            if not self.plain_mag:
+                self.plain_mag = list(ref_facts["mag"])
+        digest = replies["cand"].get("digest", []) if self.cuda and kind is None else None
+        results = self.fetch_compare(ref_meta, ref_facts, what, digest, tols)
+        bad = self.compare(results, ref_meta, what, tols)
         self.pair_max_s = max(self.pair_max_s, time.monotonic() - t_pair)
-        return ns["ref"], ns["cand"], bad, replies
+        return ns, replies, raws, bad
 
     def check_facts(self, cand, ref, what):
         """Integrity checks on what the candidate's worker observed about its
@@ -669,13 +968,15 @@ class Evaluation:
             self.flag("reuses_reference")
 
     def check_trials(self):
+        """The trials alternate between the problem's own inputs and the
+        variant distribution (stark_wire.vary_inputs), odd trials scaled."""
         trials = self.req["trials"]
         t0 = time.monotonic()
         first_fail = None
         for t in range(trials):
-            what = "trial %d of %d" % (t + 1, trials)
-            enc = self.gen_inputs(_derive(self.seed, "trial-%d" % t), what)
-            _, _, bad, _ = self.run_pair(enc, what)
+            variant = t % 2 == 1
+            what = "trial %d of %d%s" % (t + 1, trials, ", scaled inputs" if variant else "")
+            _, _, _, bad = self.run_pair("trial-%d" % t, what, variant=variant)
             self.res["trials_run"] = t + 1
             if bad is None:
                 self.res["trials_passed"] += 1
@@ -686,23 +987,86 @@ class Evaluation:
             raise Verdict("incorrect", "%d of %d trials failed; %s"
                           % (trials - self.res["trials_passed"], trials, first_fail))
 
+    # -- timing ----------------------------------------------------------
+    def take_lock(self):
+        """Waits for the GPU lock (fd 4, when the orchestrator passed one)
+        while time for the timing phase is left.  Returns False when the
+        deadline came first."""
+        if self.lock_fd is None:
+            return True
+        env = self.res["env"]
+        t0 = time.monotonic()
+        delay = 0.001
+        while True:
+            try:
+                fcntl.lockf(self.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self.lock_held = True
+                break
+            except OSError as e:
+                if e.errno not in (errno.EACCES, errno.EAGAIN):
+                    env["gpu_lock"] = ("unusable: %s" % e)[:200]
+                    return True
+            if not self.time_left_for(2):
+                env["gpu_lock_wait_ms"] = "%.1f" % ((time.monotonic() - t0) * 1e3)
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+        env["gpu_lock_wait_ms"] = "%.1f" % ((time.monotonic() - t0) * 1e3)
+        return True
+
+    def release_lock(self):
+        if self.lock_held:
+            self.lock_held = False
+            try:
+                fcntl.lockf(self.lock_fd, fcntl.LOCK_UN)
+            except OSError:
+                pass
+
     def time_models(self):
+        """The timing phase: no-op round trips, warm-up pairs (checked, not
+        timed), then timed pairs in alternating order until both medians
+        are known to target_rse or the time is up.  Holds the GPU lock
+        throughout."""
+        if not self.take_lock():
+            self.res["env"]["timing_stop"] = "gpu_lock"
+            return
+        try:
+            self.timing_phase()
+        finally:
+            self.release_lock()
+
+    def timing_phase(self):
         req = self.req
+        env = self.res["env"]
         t0 = time.monotonic()
         noop = {}
         for role, w, other in (("ref", self.ref, self.cand), ("cand", self.cand, self.ref)):
             with _Stopped(other):
                 pings = [self.ping(w) for _ in range(NOOP_PINGS)]
             noop[role] = sorted(pings)[len(pings) // 2]
+        sync_us, dev0 = 0.0, {}
+        if self.cuda:
+            # What a device-wide synchronize and a guard event cost by
+            # themselves: the reference's timed no-ops.
+            with _Stopped(self.cand):
+                dev0 = self.command(self.ref, W.DEVICE_INFO, {"bandwidth": True},
+                                    "reading the GPU's state")
+                nops = [self.command(self.ref, W.TIMED_NOOP, None, "a timed no-op")
+                        for _ in range(NOOP_PINGS)]
+            gaps = [_number(r.get("guard_us")) - _number(r.get("ev_us")) for r in nops]
+            gaps = [g for g in gaps if math.isfinite(g)]
+            sync_us = max(_median(gaps), 0.0) if gaps else 0.0
         for i in range(req["warmup"]):
             if not self.time_left_for(2):
                 break
             what = "warm-up call %d" % (i + 1)
-            enc = self.gen_inputs(_derive(self.seed, "warmup-%d" % i), what)
-            _, _, bad, _ = self.run_pair(enc, what)
+            bad = self.run_pair("warmup-%d" % i, what)[3]
             if bad is not None:
                 raise Verdict("incorrect", bad)
-        samples = {"ref": [], "cand": []}
+        walls = {"ref": [], "cand": []}
+        claims = {"ref": [], "cand": []}
+        replies_seen = {"ref": [], "cand": []}
+        raws_c = []
         t_phase = time.monotonic()
         n = 0
         stop_why = "max_reps"
@@ -711,38 +1075,134 @@ class Evaluation:
                 stop_why = "deadline"
                 break
             what = "timed call %d" % (n + 1)
-            enc = self.gen_inputs(_derive(self.seed, "time-%d" % n), what)
             order = ("ref", "cand") if n % 2 == 0 else ("cand", "ref")
-            r_ns, c_ns, bad, _ = self.run_pair(enc, what, order)
+            ns, replies, raws, bad = self.run_pair("time-%d" % n, what, order, timed=True)
             if bad is not None:
                 raise Verdict("incorrect", bad)
-            samples["ref"].append(max(r_ns - noop["ref"], 0) / 1e3)
-            samples["cand"].append(max(c_ns - noop["cand"], 0) / 1e3)
+            for role in ("ref", "cand"):
+                walls[role].append(max(ns[role] - noop[role], 0) / 1e3)
+                if self.cuda:
+                    claims[role].append(claimed_us(replies[role], sync_us))
+                    replies_seen[role].append(replies[role])
+            raws_c.append(raws["cand"] / 1e3)
             n += 1
             if n < req["min_reps"]:
                 continue
-            if (median_ci(samples["ref"])[3] <= req["target_rse"] and
-                    median_ci(samples["cand"])[3] <= req["target_rse"]):
+            if self.cuda:
+                # A claim that cannot be valid is judged by its wall time.
+                conv = {r: [c if math.isfinite(c) else w for c, w in zip(claims[r], walls[r])]
+                        for r in claims}
+            else:
+                conv = walls
+            if (median_ci(conv["ref"])[3] <= req["target_rse"] and
+                    median_ci(conv["cand"])[3] <= req["target_rse"]):
                 stop_why = "target_rse"
                 break
             if (time.monotonic() - t_phase) * 1e3 >= req["max_time_ms"]:
                 stop_why = "max_time_ms"
                 break
+        dev1 = {}
+        if self.cuda:
+            with _Stopped(self.cand):
+                dev1 = self.command(self.ref, W.DEVICE_INFO, {}, "reading the GPU's state")
+            self.gpu_env(dev0, dev1)
         self.res["stage_ms"]["time_ms"] = (time.monotonic() - t0) * 1e3
-        self.res["env"]["timing_stop"] = stop_why
+        env["timing_stop"] = stop_why
         if n == 0:
             return              # no time was left to measure: no timings
-        c_med, c_lo, c_hi, c_rse = median_ci(samples["cand"])
-        r_med, r_lo, r_hi, r_rse = median_ci(samples["ref"])
+        if self.cuda:
+            j = judge_claims(walls["cand"], claims["cand"], raws_c, walls["ref"], claims["ref"])
+            cand_us, ref_us = j["cand"], j["ref"]
+            if not j["believed"]:
+                env["timing_method"] = "cuda_events; the candidate by wall clock"
+            elif j["why"]:
+                env["timing_method"] = "wall_clock (%s)" % j["why"]
+            else:
+                env["timing_method"] = "cuda_events"
+            env["timing_sync_us"] = "%.1f" % sync_us
+            env["timing_detail_us"] = "; ".join(
+                "%s %s" % (role, self.call_detail(replies_seen[role], walls[role]))
+                for role in ("ref", "cand"))[:1000]
+            env["timing_overhead_us"] = "%.1f/%.1f" % (j["o_ref"], j["o_cand"])
+            if not j["believed"]:
+                self.flag("timing_unverified")
+                env["timing_unverified"] = j["why"][:900]
+        else:
+            cand_us, ref_us = walls["cand"], walls["ref"]
+            env["timing_method"] = "wall_clock"
+        c_med, c_lo, c_hi, c_rse = median_ci(cand_us)
+        r_med, r_lo, r_hi, r_rse = median_ci(ref_us)
         self.res.update({"runtime_us": c_med, "runtime_lo_us": c_lo,
                          "runtime_hi_us": c_hi, "ref_runtime_us": r_med,
                          "ref_lo_us": r_lo, "ref_hi_us": r_hi, "reps": n,
                          "speedup": r_med / c_med if c_med > 0 else float("nan")})
-        env = self.res["env"]
         env["noop_rt_us"] = "%.1f/%.1f" % (noop["ref"] / 1e3, noop["cand"] / 1e3)
         env["rse"] = "%.4f/%.4f" % (r_rse, c_rse)
         if c_med <= 0:
             self.flag("below_timer_resolution")
+        self.check_roofline(c_med, dev0)
+
+    @staticmethod
+    def call_detail(replies, walls):
+        """Medians of a model's GPU call readings, for the result's notes:
+        the referee's wall time, the events (start->end, start->guard) and
+        where the worker's host time went (as host_us lists it).  The
+        candidate's are its own word: diagnostics, never evidence."""
+        ev = _median([_number(r.get("ev_us")) for r in replies])
+        guard = _median([_number(r.get("guard_us")) for r in replies])
+        host = [r.get("host_us") for r in replies]
+        host = [h for h in host if isinstance(h, list) and len(h) == 5]
+        parts = ["/".join("%.0f" % _median([_number(h[i]) for h in host]) for i in range(5))
+                 if host else "?"]
+        return "wall %.1f ev %.1f guard %.1f host %s" % (_median(walls), ev, guard, parts[0])
+
+    def check_roofline(self, c_med, dev):
+        """Flag speedup_beyond_roofline: the candidate's median is below the
+        time the device needs to read its inputs and write its outputs
+        (roofline_floor_us).  GPUs only: on CPUs caches and the OS blur any
+        such floor."""
+        bps = _number(dev.get("copy_bps"))
+        if not (self.cuda and math.isfinite(bps) and bps > 0):
+            return
+        l2 = dev.get("l2_bytes") if type(dev.get("l2_bytes")) is int else 0
+        floor = roofline_floor_us(self.input_bytes, self.output_bytes, l2, bps)
+        env = self.res["env"]
+        env["gpu_copy_gbps"] = "%.0f" % (bps / 1e9)
+        env["roofline_floor_us"] = "%.2f" % floor
+        if beyond_roofline(c_med, floor):
+            self.flag("speedup_beyond_roofline")
+
+    def gpu_env(self, a, b):
+        """The GPU's name, clocks, throttle reasons, temperature and power at
+        the start and the end of the timing phase ("start/end"), the L2
+        flush, as the reference worker read them."""
+        env = self.res["env"]
+        l2 = a.get("l2_bytes")
+        if type(l2) is int:
+            env["l2_flush"] = ("%d MiB written from a context %.200s; persisting lines "
+                               "reset: %.100s" % (stark_worker.FLUSH_L2_TIMES * l2 >> 20,
+                                                  a.get("flush_context"), a.get("persist_reset")))
+        elif a.get("flush_error"):
+            env["l2_flush"] = "failed: %.200s" % a.get("flush_error")
+        na, nb = a.get("nvml"), b.get("nvml")
+        if not isinstance(na, dict):
+            env["gpu_clocks"] = "unavailable: %.200s" % (a.get("nvml_error") or "no NVML")
+            return
+        nb = nb if isinstance(nb, dict) else {}
+
+        def fmt(v):
+            return "?" if isinstance(v, bool) or not isinstance(v, (int, float)) else "%g" % v
+
+        env["gpu_name"] = str(na.get("name", "?"))[:100]
+        for key, name in (("sm_mhz", "gpu_sm_mhz"), ("mem_mhz", "gpu_mem_mhz"),
+                          ("temp_c", "gpu_temp_c"), ("power_w", "gpu_power_w")):
+            env[name] = "%s/%s" % (fmt(na.get(key)), fmt(nb.get(key)))
+        seen = [x.get("throttle") for x in (na, nb) if isinstance(x.get("throttle"), list)]
+        if not seen:
+            env["gpu_throttle"] = "unknown"
+        else:
+            names = sorted({str(r)[:40] for lst in seen for r in lst})
+            env["gpu_throttle"] = ",".join(names)[:300] or "none"
 
     def time_left_for(self, pairs):
         """Whether `pairs` more calls of both models (at the slowest pace
@@ -757,8 +1217,7 @@ class Evaluation:
         if not self.time_left_for(3):
             return
         what = "profiled call"
-        enc = self.gen_inputs(_derive(self.seed, "profile"), what)
-        _, _, bad, replies = self.run_pair(enc, what, kind=W.PROFILE)
+        _, replies, _, bad = self.run_pair("profile", what, kind=W.PROFILE)
         if bad is not None:
             raise Verdict("incorrect", bad)
 
@@ -773,9 +1232,10 @@ class Evaluation:
     def probe_shape(self):
         """One checked call at another valid shape: the problem's module-level
         integer sizes that only get_inputs() uses (not get_init_inputs())
-        grown by a quarter.  If the reference runs there and the candidate
-        fails or differs, its sizes are hard-coded (flag shape_specialized).
-        Runs last: a candidate that crashes here has been measured already."""
+        grown by a quarter, in both workers' copies of the problem.  If the
+        reference runs there and the candidate fails or differs, its sizes
+        are hard-coded (flag shape_specialized).  Runs last: a candidate
+        that crashes here has been measured already."""
         if not self.time_left_for(4):
             return
         mod = self.problem
@@ -794,45 +1254,45 @@ class Evaluation:
                 same_init = False
             setattr(mod, name, v)
             if same_init:
-                sizes[name] = v
+                sizes[name] = v + v // 4
         if not sizes:
             return
         what = "call at another shape (%s)" % ", ".join(
-            "%s=%d" % (k, v + v // 4) for k, v in sorted(sizes.items()))
-        base_bytes = self.input_bytes
+            "%s=%d" % kv for kv in sorted(sizes.items()))
+        args = {"seed": _derive(self.seed, "shape"), "sizes": sizes, "variant": False}
         try:
-            for k, v in sizes.items():
-                setattr(mod, k, v + v // 4)
-            try:
-                enc = self.gen_inputs(_derive(self.seed, "shape"), what)
-            except Verdict:
-                return          # the problem does not take other sizes
-        finally:
-            for k, v in sizes.items():
-                setattr(mod, k, v)
-        total = sum(t.numel() * t.element_size() for t in enc[1])
-        self.input_bytes = base_bytes
-        if total > 4 * max(base_bytes, 1 << 20):
+            self.send_gen(self.ref, args, what)
+            ref_desc, total = self.recv_gen(self.ref, what)
+        except Verdict:
+            return              # the problem does not take other sizes
+        if total > 4 * max(self.input_bytes, 1 << 20):
             return              # too big to be a cheap probe
         try:
-            for w in (self.ref, self.cand):
-                self.put_inputs(w, enc, what)
             with _Stopped(self.cand):
                 self.call(self.ref, "forward (%s)" % what)
-            ref_meta, ref_out, _ = self.fetch(self.ref, what)
+            ref_meta, ref_facts = self.fetch_ref(what)
         except Verdict:
             return              # the reference does not run there: no probe
+        saved = (self.max_abs, self.max_rel, self.res.get("first_bad"))
         try:
+            self.send_gen(self.cand, args, what)
+            cand_desc, _ = self.recv_gen(self.cand, what)
+            self.check_gen(ref_desc, cand_desc, what)
             with _Stopped(self.ref):
-                self.call(self.cand, "forward (%s)" % what)
-            _, cand_out, _ = self.fetch(self.cand, what, expect=ref_meta)
-            saved = (self.max_abs, self.max_rel, self.res.get("first_bad"))
-            bad = self.compare(cand_out, ref_out, what)
+                reply = self.call(self.cand, "forward (%s)" % what)[1]
+            results = self.fetch_compare(ref_meta, ref_facts, what,
+                                         reply.get("digest", []) if self.cuda else None)
+            bad = self.compare(results, ref_meta, what)
+        except Verdict as v:
+            if v.check is not None:
+                raise           # an integrity failure, whatever the shape
+            if v.status == "error":
+                return          # the reference failed to compare: no probe
+            bad = v.message
+        finally:
             self.max_abs, self.max_rel = saved[0], saved[1]
             if saved[2] is None:
                 self.res.pop("first_bad", None)
-        except Verdict as v:
-            bad = v.message
         if bad is not None:
             self.flag("shape_specialized")
             self.res["env"]["shape_probe"] = bad[:900]
@@ -859,6 +1319,11 @@ class Evaluation:
         return self.res
 
     def evaluate(self):
+        # Before this process opens anything: fd 4, if open, is the GPU lock
+        # the orchestrator passed (the workers never hold it: fork_worker
+        # closes every descriptor but their socket).
+        if _lock_usable(LOCK_FD):
+            self.lock_fd = LOCK_FD
         self.env_facts()
         # No CUDA call here (torch.cuda.is_available() included): a CUDA
         # runtime initialized before fork is unusable in the workers.  The
@@ -868,6 +1333,13 @@ class Evaluation:
             if self.stage == "run":
                 raise Verdict("error", "the run stage needs a build cache (cache_dir)")
             self.tmp_cache = tempfile.mkdtemp(prefix="stark-cache-")
+        if self.stage == "run":
+            # Where the candidate worker's NVRTC builds go when the shared
+            # cache is read-only (the run jail's).
+            try:
+                self.tmp_cubin = tempfile.mkdtemp(prefix="stark-cubin-")
+            except OSError:
+                self.tmp_cubin = None
         _stark.set_dumpable(False)
         if self.stage != "compile":
             self.ref = self.spawn("ref")
@@ -904,6 +1376,8 @@ class Evaluation:
         env["device"] = self.req["device"]
         env["threads"] = str(torch.get_num_threads())
         env["jailed"] = "1" if _stark.jailed() else "0"
+        if PREWARM:
+            env["prewarm"] = "; ".join("%s %s" % kv for kv in sorted(PREWARM.items()))[:500]
         try:
             with open("/proc/cpuinfo", "r") as f:
                 for line in f:
@@ -929,6 +1403,10 @@ class Evaluation:
         r["message"] = _cut(r["message"], LIMITS["message_max"] - 64)
         r["log"] = _cut(r["log"], LIMITS["log_max"] - 1024)
         r["flags"] = r["flags"][:LIMITS["flags_max"]]
+        # Room is left for the notes the C side adds.
+        keep = LIMITS["env_max"] - 8
+        if len(r["env"]) > keep:
+            r["env"] = dict(list(r["env"].items())[:keep])
 
 
 def _int_list(v):

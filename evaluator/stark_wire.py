@@ -1,4 +1,5 @@
-"""stark_wire -- the protocol between the referee and its workers.
+"""stark_wire -- the protocol between the referee and its workers, and the
+pieces of data handling both sides share.
 
 The referee (trusted) drives two forked workers over socketpairs: one runs
 the problem's reference Model, the other the candidate's ModelNew.  Every
@@ -8,15 +9,41 @@ as raw bytes after a JSON header that names each tensor's dtype and shape.
 
 Nothing a worker sends is unpickled or evaluated: the referee reads a
 header, checks the kind and the length against a cap it chose before
-reading a byte of payload, and parses JSON or copies raw bytes into tensors
-it allocated itself from a validated dtype and shape.  Deadlines are
-enforced on every read and write; a worker that dies is noticed through its
-pidfd (or by polling its pid where pidfds are not available).
+reading a byte of payload, and parses JSON or moves raw bytes whose dtype
+and shape it validated.  Deadlines are enforced on every read and write; a
+worker that dies is noticed through its pidfd (or by polling its pid where
+pidfds are not available).
+
+The data path of one call (the same on CPUs and GPUs):
+  GEN    both workers make the call's inputs themselves, on their device,
+         from the seed the referee derived for this call, and reply with a
+         description (describe_inputs) that the referee compares: a
+         candidate whose inputs differ from the reference's is rejected.
+  CALL   each model runs with the other worker stopped.
+  FETCH  the reference describes its outputs (header only: its bytes never
+         leave it); the candidate sends header and bytes.
+  CMPR   the referee checks the candidate's header against the reference's
+         and streams the candidate's bytes on to the reference worker, which
+         compares them on its device with its own outputs (compare_tensor)
+         while the candidate is stopped, and replies with the statistics.
+
+Input distributions: the trials alternate between the problem's own
+get_inputs() and a variant of it (vary_inputs): every floating tensor that
+holds negative values -- randn-like data -- is scaled by a factor drawn
+per call from the call's seed, log-uniform in [0.25, 8], and shifted by up
+to half its standard deviation (times the factor), either way.  Tensors
+within [0, 1], other non-negative tensors, integer and bool tensors and
+plain values stay as generated.  A kernel that only works for unit-scale,
+zero-mean data (statistical shortcuts, subsampling, hard-wired ranges)
+fails there.  Warm-up, timed, profiled and shape-probe calls use the
+problem's own distribution.
 """
 
 import ctypes
 import json
+import math
 import os
+import random
 import select
 import socket
 import struct
@@ -30,10 +57,14 @@ HDR = struct.Struct("<4sQ")
 # Kinds the referee sends.
 LOAD = b"LOAD"      # JSON {"init_seed": n}: build the model
 COMPILE = b"COMP"   # JSON {}: run the solution's top level, build natives
-INPUTS = b"INPH"    # JSON header; raw tensor bytes follow as INPD
-INPUT_DATA = b"INPD"
-CALL = b"CALL"      # run forward on the last inputs
-FETCH = b"FTCH"     # send the last outputs
+GEN = b"GEN "       # JSON {"seed", "sizes", "variant"}: make this call's inputs
+CALL = b"CALL"      # run forward on the last inputs (timed in the worker on GPUs)
+FETCH = b"FTCH"     # describe the last outputs; the candidate also sends them
+COMPARE = b"CMPR"   # reference only: JSON header; the candidate's bytes follow
+COMPARE_DATA = b"CMPD"  # as COMPARE's raw tensor bytes
+FLUSH = b"FLSH"     # reference only: flush the GPU's L2 before a timed call
+TIMED_NOOP = b"TNOP"  # CALL's timing steps without forward
+DEVICE_INFO = b"DEVI"  # reference only: JSON {"bandwidth": bool}: clocks, copy rate
 PING = b"PING"      # no-op round trip
 PROFILE = b"PROF"   # like CALL, under the profiler; replies the op names
 QUIT = b"QUIT"
@@ -47,6 +78,8 @@ OUT_DATA = b"OUTD"  # raw tensor bytes
 CONTROL_MAX = 4 << 20       # a JSON payload from a worker
 HEADER_MAX = 1 << 20        # an output header
 MAX_TENSORS = 64            # tensors in one output or input list
+MAX_ITEMS = 4096            # items (tensors and values) in one input list
+OUTPUT_MAX = 16 << 30       # bytes of reference output accepted
 MAX_DIMS = 16
 
 DTYPES = {
@@ -279,17 +312,19 @@ class Channel:
         return out
 
 
-def encode_inputs(items):
-    """Inputs (tensors and plain scalars) -> (JSON header, [tensors])."""
+def describe_inputs(items):
+    """Inputs as get_inputs() returned them -> (description, [tensors]).
+    The description is what the referee compares between the two workers:
+    per item its kind and, for tensors, dtype, shape and requires_grad; for
+    plain values the value itself.  Raises ValueError for other items."""
     desc, tensors = [], []
     for x in items:
         if isinstance(x, torch.Tensor):
-            t = to_wire_tensor(x)
-            d = describe_tensor(t)
+            d = describe_tensor(x)
             d["t"] = "tensor"
             d["requires_grad"] = bool(x.requires_grad)
             desc.append(d)
-            tensors.append(t)
+            tensors.append(x)
         elif x is None or isinstance(x, (bool, int, float, str)):
             desc.append({"t": "value", "v": x})
         elif isinstance(x, (list, tuple)) and all(
@@ -298,27 +333,155 @@ def encode_inputs(items):
         else:
             raise ValueError("get_inputs() returned an unsupported item of type %s"
                              % type(x).__name__)
-    if len(tensors) > MAX_TENSORS:
-        raise ValueError("get_inputs() returned more than %d tensors" % MAX_TENSORS)
+    if len(tensors) > MAX_TENSORS or len(desc) > MAX_ITEMS:
+        raise ValueError("get_inputs() returned more than %d tensors or %d items"
+                         % (MAX_TENSORS, MAX_ITEMS))
     return {"items": desc}, tensors
 
 
-def decode_inputs(header, tensors):
-    """The worker's side of encode_inputs (trusts the referee)."""
-    items, it = [], iter(tensors)
-    for d in header["items"]:
-        if d["t"] == "tensor":
-            t = next(it)
-            if d.get("requires_grad") and t.is_floating_point():
-                t.requires_grad_(True)
-            items.append(t)
-        elif d["t"] == "list":
-            items.append(tuple(d["v"]) if d.get("tuple") else list(d["v"]))
+def inputs_mismatch(ref, cand):
+    """None when two input descriptions (describe_inputs, as parsed JSON)
+    agree, else a short account of the first difference.  Compared as
+    canonical JSON text, so a NaN value equals itself."""
+    def canon(x):
+        return json.dumps(x, sort_keys=True)[:2000]
+    ri = ref.get("items") if isinstance(ref, dict) else None
+    ci = cand.get("items") if isinstance(cand, dict) else None
+    if not isinstance(ri, list) or not isinstance(ci, list):
+        return "no list of inputs"
+    if len(ri) != len(ci):
+        return "%d inputs, the reference has %d" % (len(ci), len(ri))
+    for i, (r, c) in enumerate(zip(ri, ci)):
+        if canon(r) != canon(c):
+            return "input %d is %.200s, the reference's is %.200s" % (i, canon(c), canon(r))
+    return None
+
+
+VARIANT_SCALE = (0.25, 8.0)   # range of the variant's scale factor
+VARIANT_SHIFT = 0.5           # largest shift, in standard deviations
+
+
+def variant_params(seed):
+    """The scale factor (log-uniform in VARIANT_SCALE) and the shift (a
+    fraction of a standard deviation, either sign) of one call's variant
+    distribution, drawn from the call's seed."""
+    rng = random.Random(seed ^ 0x5A17_C0DE)
+    lo, hi = VARIANT_SCALE
+    scale = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+    shift = rng.uniform(-VARIANT_SHIFT, VARIANT_SHIFT)
+    return scale, shift
+
+
+def vary_inputs(items, seed):
+    """The variant distribution: every floating tensor with negative values
+    (randn-like) becomes x * scale + shift * std(x) * scale, with one scale
+    and shift per call (variant_params).  Tensors within [0, 1]
+    (probabilities, masks, uniform noise), other non-negative tensors,
+    integer and bool tensors, and plain values are returned unchanged.
+    Returns a new list; the tensors it changes are new tensors."""
+    scale, shift = variant_params(seed)
+    out = []
+    with torch.no_grad():
+        for x in items:
+            if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 0:
+                xf = x.detach().to(torch.float64 if x.dtype == torch.float64 else torch.float32)
+                if not bool((xf.min() < 0).item()):
+                    out.append(x)
+                    continue
+                std = float(xf.std()) if x.numel() > 1 else 1.0
+                if not math.isfinite(std):
+                    std = 1.0
+                y = xf.mul(scale).add_(shift * std * scale).to(x.dtype)
+                if x.requires_grad:
+                    y.requires_grad_(True)
+                x = y
+            out.append(x)
+    return out
+
+
+def output_digest(t):
+    """A checksum of a tensor's bytes in logical order: the sum of its 64-bit
+    words (32-bit words, or bytes, where their count is not a multiple of 8,
+    or 4) as a wrapping int64.  Integer sums do not depend on the order of
+    addition, so the same bytes give the same digest on any device.  A GPU worker
+    replies to CALL with the digests of its outputs, which it can only know
+    once they are finished; the reference worker checks them against the
+    bytes it is later sent, so an output completed after the reply (a
+    synchronisation patched to return early, a host thread) is caught
+    however the candidate's process reports its timings.  None for anything
+    but a plain strided tensor of a wire dtype."""
+    if type(t) is not torch.Tensor or t.layout is not torch.strided or \
+            t.dtype not in DTYPE_NAMES:
+        return None
+    flat = t.detach().contiguous().reshape(-1)
+    if flat.numel() == 0:
+        return 0
+    b = flat.view(torch.uint8)
+    # 64-bit words are summed without a conversion pass (several times
+    # faster on a GPU than 32-bit words widened to int64).
+    if b.numel() % 8 == 0:
+        return int(b.view(torch.int64).sum())
+    w = b.view(torch.int32) if b.numel() % 4 == 0 else b
+    return int(w.sum(dtype=torch.int64))
+
+
+COMPARE_CHUNK = 1 << 22       # elements compared per step
+
+
+def compare_tensor(got, want, atol, rtol):
+    """Compares a candidate tensor with the reference (same shape, dtype and
+    device; CPU or CUDA): |got - want| <= atol + rtol * |want| elementwise;
+    NaN matches only NaN, an infinity only the same infinity; integers and
+    bools must be equal.  Returns a dict: nbad, max_abs, max_rel (relative
+    to max(|want|, atol), so near-zero references do not explode it),
+    first (flat index of the first bad element, or None), and got/want
+    there."""
+    n = want.numel()
+    a, b = got.reshape(-1), want.reshape(-1)
+    exact = not want.is_floating_point()
+    ct = torch.float64 if want.dtype == torch.float64 else torch.float32
+    nbad, max_abs, max_rel, first = 0, 0.0, 0.0, None
+    inf = float("inf")
+    for off in range(0, n, COMPARE_CHUNK):
+        ca, cb = a[off:off + COMPARE_CHUNK], b[off:off + COMPARE_CHUNK]
+        if exact:
+            bad = ca != cb
+            anybad = bool(bad.any())
+            if anybad:
+                d = (ca.to(torch.float64) - cb.to(torch.float64)).abs_()
+                max_abs = max(max_abs, float(d.max()))
+                max_rel = max(max_rel, float(d.div_(cb.to(torch.float64).abs().clamp_min_(
+                    max(atol, 1.0))).max()))
         else:
-            items.append(d["v"])
-    return items
-
-
-def input_specs(header):
-    """Specs of the tensors an input header announces (worker side)."""
-    return [checked_spec(d, "input") for d in header["items"] if d["t"] == "tensor"]
+            ca, cb = ca.to(ct), cb.to(ct)
+            diff = (ca - cb).abs_()
+            bmag = cb.abs()
+            ok = diff <= bmag.mul(rtol).add_(atol)        # NaN differences fail
+            nonfinite = not math.isfinite(float(bmag.max()))
+            if nonfinite:
+                # Infinities need exact equality, NaN needs NaN.
+                same = (ca == cb) | (ca.isnan() & cb.isnan())
+                ok = torch.where(cb.isfinite(), ok, same)
+            anybad = not bool(ok.all())
+            bad = ~ok if anybad else None
+            if anybad or nonfinite:
+                # Errors are measured where both are finite; a bad
+                # non-finite element makes them infinite.
+                fin = ca.isfinite() & cb.isfinite()
+                if anybad and bool((bad & ~fin).any()):
+                    max_abs = max_rel = inf
+                zero = torch.zeros((), dtype=ct, device=diff.device)
+                diff = torch.where(fin, diff, zero)
+                bmag = torch.where(fin, bmag, zero + 1)
+            if max_abs != inf:
+                max_abs = max(max_abs, float(diff.max()))
+                max_rel = max(max_rel, float(diff.div_(bmag.clamp_min_(max(atol, 1e-30))).max()))
+        if anybad:
+            if first is None:
+                first = off + int(torch.argmax(bad.to(torch.uint8)))
+            nbad += int(bad.sum())
+    res = {"nbad": nbad, "max_abs": max_abs, "max_rel": max_rel, "first": first}
+    if first is not None:
+        res["got"] = a[first].item()
+        res["want"] = b[first].item()
+    return res

@@ -3,22 +3,31 @@
 The referee forks two workers after importing torch and loading the problem,
 before any computation: a reference worker (role "ref": the problem's Model,
 trusted code) and a candidate worker (role "cand": the solution's ModelNew,
-hostile code).  Both obey the same commands (stark_wire) and are driven
-identically, so reference and candidate are measured the same way.
+hostile code).  Both make their inputs (GEN), run and time their model
+(CALL) and describe their outputs (FETCH) with the same code, so reference
+and candidate are measured the same way.  Only the reference worker, which
+runs nothing but problem code, does the work the verdict rests on: it
+compares the candidate's output bytes with its own outputs (COMPARE), and
+on GPUs it flushes the L2 before every timed call and reads the clocks and
+the copy rate (FLUSH, DEVICE_INFO).
 
 By the time serve() runs, the C side of the fork (_stark.fork_worker) has
 closed every descriptor but this worker's socket and stdio -- the result
-channel (fd 3) and the other worker's socket included -- wiped the secret
-seed from this copy of memory, and put the worker in its own process group.
-A candidate worker, when the evaluator runs jailed, then installs the
-sandbox's narrow seccomp filter before the solution's top level runs.
+channel (fd 3), the GPU lock (fd 4) and the other worker's socket included
+-- wiped the secret seed from this copy of memory, and put the worker in its
+own process group.  A candidate worker, when the evaluator runs jailed, then
+installs the sandbox's narrow seccomp filter before the solution's top level
+runs.
 
-Everything here after the solution is loaded can be replaced by the
-candidate; nothing the referee relies on is computed here.  The checks on
-outputs (plain tensors, no aliasing of inputs) catch honest mistakes and
-lazy tricks; what the referee trusts is only the bytes it compares itself.
+Everything in the candidate's worker after the solution is loaded can be
+replaced by the candidate; nothing the referee relies on is computed there.
+Its checks on outputs (plain tensors, no aliasing of inputs, no late
+writes) catch honest mistakes and lazy tricks; what the referee trusts is
+the bytes it forwards to the reference worker, the digests that tie them to
+the moment the call returned, and its own clock.
 """
 
+import ctypes
 import json
 import os
 import random
@@ -31,9 +40,12 @@ import torch
 
 import _stark
 import stark_build
+import stark_cuda
 import stark_wire as W
 
 TRACEBACK_MAX = 200000
+FLUSH_L2_TIMES = 2            # an L2 flush writes this many times the L2's size
+BANDWIDTH_BYTES = 256 << 20   # buffer of the copy-rate measurement
 
 
 def _error(phase, exc, extra=None):
@@ -98,8 +110,18 @@ class Worker:
         self.snapshot = None
         self.pristine = []
         self.in_bufs = []      # input tensors, reused from call to call
-        self.staging = []      # CPU landing buffers when the device is not
         self.in_spans = []
+        self.kept = None       # reference: outputs described at FETCH
+        self.out_staging = []  # candidate: pinned buffers for its outputs
+        self.cmp_staging = []  # reference: landing buffers for the candidate's
+        self.events = None
+        self.flush_buf = None
+        self.flush_ctx = None
+        self.flush_ctx_error = ""
+        self.flush_n = 0
+        self.l2_bytes = 0
+        self.persist_error = None
+        self.nvml = None
 
     # -- loading ---------------------------------------------------------
     def _load_solution(self):
@@ -110,11 +132,17 @@ class Worker:
         # then the narrow filter, then the candidate.
         mode = "build" if self.cfg["stage"] in ("compile", "all") else "load"
         stark_build.install(mode, self.cfg["cache_dir"])
-        # The fast format (stark_cuda) keeps its cubins in the same cache and
-        # compiles only where the stage builds.
-        os.environ["STARK_CUDA_CACHE"] = os.path.join(self.cfg["cache_dir"], "cuda")
-        os.environ["STARK_CUDA_MODE"] = {"compile": "compile", "run": "load"}.get(
-            self.cfg["stage"], "auto")
+        # The fast format (stark_cuda) keeps its cubins in the same cache.
+        # The run stage compiles what is missing itself: NVRTC is a library
+        # (no exec), and this process runs the candidate's code anyway, so
+        # compiling its CUDA source here adds no exposure.  The run jail
+        # mounts the cache read-only; new cubins then go to a private
+        # folder of this evaluation (the referee made it and removes it).
+        dirs = [os.path.join(self.cfg["cache_dir"], "cuda")]
+        if self.cfg.get("cubin_dir"):
+            dirs.append(self.cfg["cubin_dir"])
+        os.environ["STARK_CUDA_CACHE"] = os.pathsep.join(dirs)
+        os.environ["STARK_CUDA_MODE"] = "compile" if self.cfg["stage"] == "compile" else "auto"
         _stark.narrow()
         return _exec_module("stark_solution", self.cfg["solution_name"],
                             self.cfg["solution_src"])
@@ -154,6 +182,13 @@ class Worker:
                 return None, {"phase": "device", "type": "NoDevice", "traceback": "",
                               "message": "device %s was requested but CUDA is not "
                               "available here" % self.cfg["device"]}
+            # The reference runs under the same narrow filter as the
+            # candidate, though it is trusted: every system call of a timed
+            # exchange (a synchronize is hundreds of them) then costs the
+            # same in both workers.  Unnarrowed, the reference's exchanges
+            # were 50-120 us cheaper on the H100, and the wall-clock bound
+            # on the candidate's claims read that as a forged time.
+            _stark.narrow()
             try:
                 self.model, _ = self._construct(self.problem.Model, init_seed, True)
             except BaseException as e:
@@ -187,9 +222,11 @@ class Worker:
 
     def _build_failed(self):
         f = stark_build.state["failures"]
-        return {"phase": "build", "type": "BuildError",
-                "message": "load_inline failed to build '%s'" % f[0]["name"],
-                "traceback": "", "build": stark_build.summary()}
+        missing = bool(f[0].get("missing"))
+        msg = f[0]["log"] if missing else "load_inline failed to build '%s'" % f[0]["name"]
+        return {"phase": "build", "type": "MissingBuild" if missing else "BuildError",
+                "message": msg, "missing": missing, "traceback": "",
+                "build": stark_build.summary()}
 
     def cmd_compile(self):
         """Compile stage: the solution's top level (which builds), then a
@@ -216,36 +253,95 @@ class Worker:
             return None, self._build_failed()
         return {"load_s": time.monotonic() - t0, "build": stark_build.summary()}, None
 
-    # -- calls -----------------------------------------------------------
-    def cmd_inputs(self, header):
-        """Receives fresh inputs into the same buffers as the last call's
-        (when shapes agree), as a benchmark loop would: results cached on
-        data pointers come out stale, and allocation patterns stay alike
-        from call to call."""
-        specs = W.input_specs(header)
-        staging = self.in_bufs if self.device.type == "cpu" else self.staging
-        tensors = self.chan.recv_tensor_data(W.INPUT_DATA, specs, into=staging)
-        if self.device.type == "cpu":
-            placed = tensors
+    # -- inputs ----------------------------------------------------------
+    def _seed_all(self, seed):
+        torch.manual_seed(seed)
+        random.seed(seed)
+        np = sys.modules.get("numpy")
+        if np is not None:
+            try:
+                np.random.seed(seed & 0xFFFFFFFF)
+            except Exception:
+                pass
+
+    def _generate(self):
+        """get_inputs() with this worker's device as the default device
+        (torch 2.x), so the inputs are made where they are used; torch 1.x
+        has no default device: there they are made on the CPU and moved."""
+        get = self.problem.get_inputs
+        if self.device.type != "cpu" and hasattr(torch.device, "__enter__"):
+            with torch.device(self.device):
+                items = get()
         else:
-            self.staging = tensors
-            placed = []
-            for i, t in enumerate(tensors):
-                buf = self.in_bufs[i] if i < len(self.in_bufs) else None
-                if (isinstance(buf, torch.Tensor) and buf.shape == t.shape and
-                        buf.dtype == t.dtype):
-                    buf.requires_grad_(False)
-                    buf.copy_(t)
-                else:
-                    buf = t.to(self.device)
-                placed.append(buf)
-        for t in placed:
-            t.requires_grad_(False)
-        self.in_bufs = placed
-        items = W.decode_inputs(header, placed)
-        self.inputs = items
+            items = get()
+        if not isinstance(items, (list, tuple)):
+            raise TypeError("get_inputs() returned %s, not a list" % type(items).__name__)
+        return list(items)
+
+    def cmd_gen(self, args):
+        """Makes this call's inputs from the referee's seed, with the
+        problem's module-level sizes overridden as asked (and restored), in
+        the problem's or the variant distribution (stark_wire.vary_inputs).
+        The values land in the same buffers as the last call's (when shapes
+        agree), as a benchmark loop would: results cached on data pointers
+        come out stale, and allocation patterns stay alike from call to
+        call.  Replies with the description the referee compares."""
+        seed = int(args["seed"])
+        sizes = args.get("sizes") if isinstance(args.get("sizes"), dict) else {}
+        mod = self.problem
+        saved = {}
+        dtype = torch.get_default_dtype()
+        try:
+            for k, v in sizes.items():
+                if isinstance(k, str) and type(v) is int and type(getattr(mod, k, None)) is int:
+                    saved[k] = getattr(mod, k)
+                    setattr(mod, k, v)
+            # A solution's top level may have changed the default dtype;
+            # inputs are made the way the problem expects, in both workers.
+            torch.set_default_dtype(torch.float32)
+            self._seed_all(seed)
+            items = self._generate()
+            if args.get("variant"):
+                items = W.vary_inputs(items, seed)
+        finally:
+            for k, v in saved.items():
+                setattr(mod, k, v)
+            torch.set_default_dtype(dtype)
+        if self.role == "cand":
+            # Randomness the candidate draws stays unpredictable.
+            self._seed_all(int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1))
+        desc, tensors = W.describe_inputs(items)
+        placed = self._place(desc, tensors)
+        it = iter(placed)
+        self.inputs = [next(it) if isinstance(x, torch.Tensor) else x for x in items]
         self.outputs = None
         self.snapshot = None
+        self.kept = None
+        return {"items": desc["items"],
+                "bytes": sum(t.numel() * t.element_size() for t in placed)}
+
+    def _place(self, desc, tensors):
+        """Copies generated tensors into the persistent input buffers on
+        this worker's device; keeps pristine copies for the mutation check."""
+        specs = [d for d in desc["items"] if d["t"] == "tensor"]
+        placed = []
+        for i, (d, t) in enumerate(zip(specs, tensors)):
+            t = t.detach()
+            buf = self.in_bufs[i] if i < len(self.in_bufs) else None
+            if (isinstance(buf, torch.Tensor) and buf.shape == t.shape and
+                    buf.dtype == t.dtype and buf.device == self.device):
+                buf.requires_grad_(False)
+                buf.copy_(t)
+            else:
+                # Always a buffer of our own: get_inputs() may return a
+                # tensor it keeps (a module-level constant), which a model
+                # that mutates its inputs would otherwise change for later
+                # calls.
+                buf = torch.empty(t.shape, dtype=t.dtype, device=self.device)
+                buf.copy_(t)
+            buf.requires_grad_(False)
+            placed.append(buf)
+        self.in_bufs = placed
         self.in_spans = [_storage_span(x) for x in placed]
         pristine = []
         for i, x in enumerate(placed):
@@ -256,13 +352,78 @@ class Worker:
                 p = x.detach().clone()
             pristine.append(p)
         self.pristine = pristine
+        for d, x in zip(specs, placed):
+            if d.get("requires_grad") and x.is_floating_point():
+                x.requires_grad_(True)
+        return placed
+
+    # -- calls -----------------------------------------------------------
+    def _events(self):
+        if self.events is None:
+            self.events = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+            self.events.append(torch.cuda.Event())
+        return self.events
+
+    def _timed(self, fn):
+        """Runs fn() between CUDA events on the current stream, then a
+        device-wide synchronize and a guard event: start->end is what the
+        stream saw, start->guard also covers work left on side streams or
+        launched by host threads.  Returns (fn's result, timing dict).
+
+        The GPU runs one process's context at a time, and switching to this
+        one (the last work was another process's: a flush, the other
+        model) takes 100 us or more.  A first event, waited for, makes the
+        switch before the start event: otherwise the start event would run
+        late while the host already queues the model's kernels, hiding the
+        launch overhead of whichever model came after a switch."""
+        dev = self.device
+        clock = time.perf_counter
+        h0 = clock()
+        torch.cuda.synchronize(dev)
+        stream = torch.cuda.current_stream(dev)
+        start, end, guard, switch = self._events()
+        switch.record(stream)
+        switch.synchronize()
+        h1 = clock()
+        start.record(stream)
+        out = fn()
+        end.record(stream)
+        h2 = clock()
+        torch.cuda.synchronize(dev)
+        h3 = clock()
+        guard.record(stream)
+        guard.synchronize()
+        info = {"ev_us": start.elapsed_time(end) * 1e3,
+                "guard_us": start.elapsed_time(guard) * 1e3}
+        h4 = clock()
+        # Where the host's time went (diagnostics only): before the start
+        # event, in fn, in the synchronize, in the guard and the readings.
+        info["host_us"] = [round((b - a) * 1e6, 1) for a, b in
+                           ((h0, h1), (h1, h2), (h2, h3), (h3, h4))]
+        return out, info
+
+    def _forward(self):
+        with torch.no_grad():
+            return self.model(*self.inputs)
 
     def cmd_call(self):
-        with torch.no_grad():
-            out = self.model(*self.inputs)
+        self.outputs = None
+        self.kept = None
         if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        self.outputs = out
+            self.outputs, info = self._timed(self._forward)
+            out = self.outputs
+            items = list(out) if isinstance(out, (tuple, list)) else [out]
+            h = time.perf_counter()
+            info["digest"] = [W.output_digest(t) for t in items[:W.MAX_TENSORS]]
+            info["host_us"].append(round((time.perf_counter() - h) * 1e6, 1))
+            return info
+        self.outputs = self._forward()
+        return {}
+
+    def cmd_timed_noop(self):
+        if self.device.type != "cuda":
+            return {}
+        return self._timed(lambda: None)[1]
 
     def after_call(self):
         """Right after the reply to CALL: a copy of the outputs as they were
@@ -282,6 +443,24 @@ class Worker:
             self.cmd_call()
         names = sorted({str(e.name)[:120] for e in prof.function_events})
         return {"ops": names[:4000]}
+
+    def _host_copy(self, i, t):
+        """Contiguous CPU bytes of output i: on GPUs through a pinned
+        buffer kept from call to call (a pageable copy is several times
+        slower)."""
+        t = t.detach()
+        if t.device.type != "cuda":
+            return W.to_wire_tensor(t)
+        bufs = self.out_staging
+        buf = bufs[i] if i < len(bufs) else None
+        if not (isinstance(buf, torch.Tensor) and buf.shape == t.shape and buf.dtype == t.dtype):
+            buf = _host_buffer(t.shape, t.dtype)
+            if i < len(bufs):
+                bufs[i] = buf
+            else:
+                bufs.append(buf)
+        buf.copy_(t)
+        return buf
 
     def _describe_outputs(self):
         out = self.outputs
@@ -319,30 +498,230 @@ class Worker:
             d = W.describe_tensor(t)
             d["device"] = str(t.device)
             descs.append(d)
-            tensors.append(W.to_wire_tensor(t))
+            tensors.append(t.detach())
+        if self.role == "ref" and sum(t.numel() * t.element_size()
+                                      for t in tensors) > W.OUTPUT_MAX:
+            return {"kind": "bad", "detail": "the outputs are larger than %d GiB"
+                    % (W.OUTPUT_MAX >> 30)}, []
         mutated = [j for j, (x, p) in enumerate(zip(
             [x for x in self.inputs if isinstance(x, torch.Tensor)], self.pristine))
             if not _same_bytes(x, p)]
         if mutated:
             facts["mutated"] = mutated
-        return {"kind": kind, "items": descs, "facts": facts}, tensors
+        header = {"kind": kind, "items": descs, "facts": facts}
+        if self.role == "ref":
+            header["mag"] = [_magnitude(t) for t in tensors]
+        return header, tensors
 
     def cmd_fetch(self):
+        """The reference only describes its outputs and keeps them for
+        COMPARE; the candidate sends its bytes too."""
         header, tensors = self._describe_outputs()
         if header["kind"] in ("bad", "reject"):
             self.chan.send_json(W.OUT_HEADER, header)
             return
-        self.chan.send_tensors(W.OUT_HEADER, W.OUT_DATA, header, tensors)
+        if self.role == "ref":
+            self.kept = tensors
+            self.chan.send_json(W.OUT_HEADER, header)
+            return
+        wire = [self._host_copy(i, t) for i, t in enumerate(tensors)]
+        self.chan.send_tensors(W.OUT_HEADER, W.OUT_DATA, header, wire)
         self.outputs = None
+
+    def _drain(self, kind_data):
+        """Reads and drops one raw data message (a refused COMPARE's)."""
+        kind, n = self.chan.recv_header(None)
+        if kind != kind_data:
+            raise W.WireError("expected %r, got %r" % (kind_data, kind))
+        buf = bytearray(min(n, 1 << 22))
+        while n:
+            k = min(n, len(buf))
+            self.chan.recv_into(memoryview(buf)[:k], None)
+            n -= k
+
+    def cmd_compare(self, header):
+        """Reference only: receives the candidate's output bytes (forwarded
+        by the referee, whose header checks they passed), moves them to this
+        worker's device and compares them with the outputs kept at FETCH.
+        Stops at the first output with mismatches, as the message names
+        only that one."""
+        kept = self.kept
+        try:
+            specs = [W.checked_spec(d, "compared output") for d in header["items"]]
+            tols = [(float(a), float(r)) for a, r in header["tol"]]
+            if kept is None or len(specs) != len(kept) or len(tols) != len(kept):
+                raise ValueError("nothing to compare with: %d outputs kept, %d sent"
+                                 % (len(kept or []), len(specs)))
+            for i, ((dt, shape, _), want) in enumerate(zip(specs, kept)):
+                if dt != want.dtype or shape != tuple(want.shape):
+                    raise ValueError("output %d sent as %s %s, kept as %s %s"
+                                     % (i, dt, list(shape), want.dtype, list(want.shape)))
+        except Exception:
+            self._drain(W.COMPARE_DATA)
+            raise
+        cuda = self.device.type == "cuda"
+        staging = self.cmp_staging
+        if cuda:
+            staging = [staging[i] if i < len(staging) and staging[i].dtype == dt and
+                       tuple(staging[i].shape) == shape else _host_buffer(shape, dt)
+                       for i, (dt, shape, _) in enumerate(specs)]
+        got = self.chan.recv_tensor_data(W.COMPARE_DATA, specs, into=staging)
+        self.cmp_staging = got
+        got = [g.to(want.device, non_blocking=True) if g.device != want.device else g
+               for g, want in zip(got, kept)]
+        reply = {}
+        claimed = header.get("digest")
+        if claimed is not None:
+            reply["digest_ok"] = (isinstance(claimed, list) and len(claimed) == len(got) and
+                                  all(type(c) is int and c == W.output_digest(g)
+                                      for c, g in zip(claimed, got)))
+        results = []
+        for g, want, (atol, rtol) in zip(got, kept, tols):
+            r = W.compare_tensor(g, want.detach(), atol, rtol)
+            results.append(r)
+            if r["nbad"]:
+                break
+        self.kept = None
+        self.outputs = None
+        reply["results"] = results
+        return reply
+
+    # -- the GPU, for timing (reference only) -----------------------------
+    def _l2_bytes(self):
+        props = torch.cuda.get_device_properties(self.device)
+        n = getattr(props, "L2_cache_size", 0) or 0
+        if not n:
+            try:
+                lib = stark_cuda._cuda()
+                v = ctypes.c_int()
+                # CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38
+                if lib.cuDeviceGetAttribute(ctypes.byref(v), 38, self._ordinal()) == 0:
+                    n = v.value
+            except Exception:
+                n = 0
+        return int(n) or (64 << 20)
+
+    def _ordinal(self):
+        return self.device.index if self.device.index is not None else torch.cuda.current_device()
+
+    def _reset_persisting(self):
+        """cuCtxResetPersistingL2Cache: lines a kernel marked persisting
+        (an access policy window) go back to normal, so the flush's writes
+        evict them.  None when done, else why not."""
+        try:
+            lib = stark_cuda._cuda()
+            rc = lib.cuCtxResetPersistingL2Cache()
+        except Exception as e:
+            return "%s: %s" % (type(e).__name__, e)
+        if rc != 0:
+            name = ctypes.c_char_p()
+            lib.cuGetErrorName(rc, ctypes.byref(name))
+            return name.value.decode() if name.value else "error %d" % rc
+        return None
+
+    def _flush_setup(self):
+        if self.flush_buf is None and self.flush_ctx is None:
+            self.l2_bytes = self._l2_bytes()
+            torch.cuda.synchronize(self.device)
+            self.persist_error = self._reset_persisting()
+            try:
+                self.flush_ctx = _FlushContext(self._ordinal(), FLUSH_L2_TIMES * self.l2_bytes)
+            except Exception as e:
+                self.flush_ctx_error = _exc_text(e)
+                self.flush_buf = torch.empty(FLUSH_L2_TIMES * self.l2_bytes,
+                                             dtype=torch.uint8, device=self.device)
+                torch.cuda.synchronize(self.device)
+
+    def cmd_flush(self):
+        """Before every timed call of either model: persisting L2 lines reset
+        and twice the L2's size written, then the device synchronized.  L2
+        is shared by every context on the GPU, so what this trusted worker
+        writes evicts what the candidate's process left there.  The writes
+        come from a context of their own (_FlushContext), so that both
+        models' calls follow another context's work alike (see _timed).  A
+        flush that cannot be made (no memory for its buffer) is reported by
+        DEVICE_INFO and skipped here: timing goes on, warmer."""
+        if self.device.type != "cuda":
+            return {}
+        try:
+            self._flush_setup()
+        except Exception:
+            return {}
+        if self.persist_error is None:
+            self._reset_persisting()
+        self.flush_n += 1
+        if self.flush_ctx is not None:
+            self.flush_ctx.flush(self.flush_n & 0xFF)
+        elif self.flush_buf is not None:
+            self.flush_buf.fill_(self.flush_n & 0xFF)
+            torch.cuda.synchronize(self.device)
+        return {}
+
+    def _copy_bandwidth(self):
+        """The device's copy rate in bytes moved (read + written) per second:
+        the best of 3 device-to-device copies of BANDWIDTH_BYTES."""
+        src = torch.empty(BANDWIDTH_BYTES, dtype=torch.uint8, device=self.device).fill_(1)
+        dst = torch.empty_like(src)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        dst.copy_(src)
+        best = float("inf")
+        for _ in range(3):
+            torch.cuda.synchronize(self.device)
+            start.record()
+            dst.copy_(src)
+            end.record()
+            end.synchronize()
+            best = min(best, start.elapsed_time(end) / 1e3)
+        del src, dst
+        torch.cuda.empty_cache()
+        return 2 * BANDWIDTH_BYTES / best if best > 0 else 0.0
+
+    def cmd_device_info(self, args):
+        """Reference only: facts about the GPU for the result (clocks,
+        throttling, temperature and power through NVML; the L2 size; the
+        copy rate when asked).  Never fails: what cannot be had is said."""
+        info = {}
+        if self.device.type != "cuda":
+            return info
+        try:
+            self._flush_setup()
+            info["l2_bytes"] = self.l2_bytes
+            info["persist_reset"] = self.persist_error or "ok"
+            info["flush_context"] = "own" if self.flush_ctx is not None else \
+                "shared (%s)" % self.flush_ctx_error
+        except Exception as e:
+            info["flush_error"] = _exc_text(e)
+        if args.get("bandwidth"):
+            try:
+                info["copy_bps"] = self._copy_bandwidth()
+            except Exception as e:
+                info["copy_error"] = _exc_text(e)
+        try:
+            if self.nvml is None:
+                self.nvml = _Nvml(self._pci_bus_id())
+            info["nvml"] = self.nvml.snapshot()
+        except Exception as e:
+            info["nvml_error"] = _exc_text(e)
+        return info
+
+    def _pci_bus_id(self):
+        lib = stark_cuda._cuda()
+        dev = ctypes.c_int()
+        stark_cuda._check(lib.cuDeviceGet(ctypes.byref(dev), self._ordinal()), "cuDeviceGet")
+        buf = ctypes.create_string_buffer(64)
+        stark_cuda._check(lib.cuDeviceGetPCIBusId(buf, 64, dev), "cuDeviceGetPCIBusId")
+        return buf.value.decode()
 
     # -- the loop --------------------------------------------------------
     def serve(self):
         chan = self.chan
+        caps = {W.LOAD: 1 << 16, W.COMPILE: 1 << 16, W.GEN: 1 << 20, W.CALL: 0,
+                W.FETCH: 0, W.COMPARE: W.HEADER_MAX, W.FLUSH: 0, W.TIMED_NOOP: 0,
+                W.DEVICE_INFO: 1 << 12, W.PING: 0, W.QUIT: 0, W.PROFILE: 0}
+        phases = {W.LOAD: "load", W.GEN: "inputs", W.COMPARE: "compare",
+                  W.FLUSH: "device", W.DEVICE_INFO: "device"}
         while True:
-            kind, payload = chan.recv({W.LOAD: 1 << 16, W.COMPILE: 1 << 16,
-                                       W.INPUTS: 16 << 20, W.CALL: 0,
-                                       W.FETCH: 0, W.PING: 0, W.QUIT: 0,
-                                       W.PROFILE: 0})
+            kind, payload = chan.recv(caps)
             if kind == W.QUIT:
                 return
             if kind == W.PING:
@@ -360,17 +739,24 @@ class Worker:
                     info, err = self.cmd_load(args)
                 elif kind == W.COMPILE:
                     info, err = self.cmd_compile()
-                elif kind == W.INPUTS:
-                    self.cmd_inputs(args)
-                    info, err = {}, None
+                elif kind == W.GEN:
+                    info, err = self.cmd_gen(args), None
                 elif kind == W.PROFILE:
                     info, err = self.cmd_profile(), None
+                elif kind == W.COMPARE:
+                    info, err = self.cmd_compare(args), None
+                elif kind == W.FLUSH:
+                    info, err = self.cmd_flush(), None
+                elif kind == W.TIMED_NOOP:
+                    info, err = self.cmd_timed_noop(), None
+                elif kind == W.DEVICE_INFO:
+                    info, err = self.cmd_device_info(args), None
                 else:
-                    self.cmd_call()
-                    info, err = {}, None
+                    info, err = self.cmd_call(), None
+            except W.WorkerGone:
+                raise
             except BaseException as e:
-                info, err = None, _error(
-                    {W.LOAD: "load", W.INPUTS: "inputs"}.get(kind, "forward"), e)
+                info, err = None, _error(phases.get(kind, "forward"), e)
             if err is not None:
                 chan.send_json(W.ERR, err)
                 continue
@@ -380,6 +766,134 @@ class Worker:
                     self.after_call()
                 except BaseException:
                     self.snapshot = None
+
+
+class _FlushContext:
+    """A CUDA context of the reference worker's own, beside PyTorch's, with
+    a buffer for L2 flushes (driver API through stark_cuda's libcuda).  The
+    flush runs in it and leaves PyTorch's context current again."""
+
+    def __init__(self, ordinal, nbytes):
+        lib = stark_cuda._cuda()
+        self.lib = lib
+        lib.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+        lib.cuMemsetD8_v2.argtypes = [ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t]
+        lib.cuCtxPushCurrent_v2.argtypes = [ctypes.c_void_p]
+        dev = ctypes.c_int()
+        stark_cuda._check(lib.cuDeviceGet(ctypes.byref(dev), ordinal), "cuDeviceGet")
+        ctx = ctypes.c_void_p()
+        # cuCtxCreate has had several signatures; the first the driver takes.
+        rc = -1
+        for name, args in (("cuCtxCreate_v4", (None, 0, dev)),
+                           ("cuCtxCreate_v3", (None, 0, 0, dev)),
+                           ("cuCtxCreate_v2", (0, dev))):
+            if rc != 0 and hasattr(lib, name):
+                rc = getattr(lib, name)(ctypes.byref(ctx), *args)
+        stark_cuda._check(rc, "cuCtxCreate")
+        self.ctx = ctx              # created current: pushed on this thread
+        try:
+            self.ptr = ctypes.c_uint64()
+            stark_cuda._check(lib.cuMemAlloc_v2(ctypes.byref(self.ptr), nbytes), "cuMemAlloc")
+        except Exception:
+            self._pop()
+            lib.cuCtxDestroy_v2(ctx)
+            raise
+        self._pop()
+        self.nbytes = nbytes
+
+    def _pop(self):
+        popped = ctypes.c_void_p()
+        self.lib.cuCtxPopCurrent_v2(ctypes.byref(popped))
+
+    def flush(self, value):
+        lib = self.lib
+        stark_cuda._check(lib.cuCtxPushCurrent_v2(self.ctx), "cuCtxPushCurrent")
+        try:
+            lib.cuCtxResetPersistingL2Cache()
+            stark_cuda._check(lib.cuMemsetD8_v2(self.ptr.value, value, self.nbytes), "cuMemsetD8")
+            stark_cuda._check(lib.cuCtxSynchronize(), "cuCtxSynchronize")
+        finally:
+            self._pop()
+
+
+def _magnitude(t):
+    """The mean absolute value of a floating tensor (0 for others, for empty
+    ones and where it is not finite): the scale of an output, by which the
+    referee widens the absolute tolerance on scaled inputs."""
+    if not t.is_floating_point() or t.numel() == 0:
+        return 0.0
+    m = float(t.detach().abs().float().mean())
+    return m if m == m and m not in (float("inf"), float("-inf")) else 0.0
+
+
+def _host_buffer(shape, dtype):
+    """A CPU tensor for device<->host copies: pinned (several times faster
+    than pageable memory), or pageable where pinning is refused."""
+    try:
+        return torch.empty(shape, dtype=dtype, pin_memory=True)
+    except Exception:
+        return torch.empty(shape, dtype=dtype)
+
+
+def _exc_text(e):
+    return ("%s: %s" % (type(e).__name__, e))[:300]
+
+
+# NVML's clock event (throttle) reasons, by bit.  GPU idle is left out: the
+# GPU is idle whenever it is asked.
+_THROTTLE_BITS = (
+    (0x2, "applications_clocks"), (0x4, "sw_power_cap"), (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"), (0x20, "sw_thermal_slowdown"), (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"), (0x100, "display_clocks"),
+)
+
+
+class _Nvml:
+    """The GPU's clocks, throttle reasons, temperature and power through
+    NVML (ctypes on libnvidia-ml.so.1), for the device at a PCI bus id."""
+
+    def __init__(self, bus_id):
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+        lib.nvmlErrorString.restype = ctypes.c_char_p
+        self.lib = lib
+        self._ok(lib.nvmlInit_v2(), "nvmlInit_v2")
+        self.handle = ctypes.c_void_p()
+        rc = lib.nvmlDeviceGetHandleByPciBusId_v2(bus_id.encode(), ctypes.byref(self.handle))
+        if rc != 0:
+            # NVML may number only the GPUs it can open; where that is one,
+            # it is ours (a jail shows only the assigned GPU's nodes).
+            n = ctypes.c_uint()
+            if lib.nvmlDeviceGetCount_v2(ctypes.byref(n)) != 0 or n.value != 1 or \
+                    lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(self.handle)) != 0:
+                self._ok(rc, "nvmlDeviceGetHandleByPciBusId_v2(%s)" % bus_id)
+
+    def _ok(self, rc, what):
+        if rc != 0:
+            raise OSError("%s failed: %s" % (what, self.lib.nvmlErrorString(rc).decode()))
+
+    def _uint(self, fn, *args):
+        v = ctypes.c_uint()
+        rc = getattr(self.lib, fn)(self.handle, *args, ctypes.byref(v))
+        return v.value if rc == 0 else None
+
+    def snapshot(self):
+        lib, out = self.lib, {}
+        name = ctypes.create_string_buffer(96)
+        if lib.nvmlDeviceGetName(self.handle, name, 96) == 0:
+            out["name"] = name.value.decode(errors="replace")
+        out["sm_mhz"] = self._uint("nvmlDeviceGetClockInfo", 1)      # NVML_CLOCK_SM
+        out["mem_mhz"] = self._uint("nvmlDeviceGetClockInfo", 2)     # NVML_CLOCK_MEM
+        out["temp_c"] = self._uint("nvmlDeviceGetTemperature", 0)    # NVML_TEMPERATURE_GPU
+        mw = self._uint("nvmlDeviceGetPowerUsage")
+        out["power_w"] = None if mw is None else round(mw / 1000.0, 1)
+        reasons = ctypes.c_ulonglong()
+        for fn in ("nvmlDeviceGetCurrentClocksEventReasons",
+                   "nvmlDeviceGetCurrentClocksThrottleReasons"):
+            f = getattr(lib, fn, None)
+            if f is not None and f(self.handle, ctypes.byref(reasons)) == 0:
+                out["throttle"] = [n for bit, n in _THROTTLE_BITS if reasons.value & bit]
+                break
+        return out
 
 
 def main(sock, role, cfg, problem):

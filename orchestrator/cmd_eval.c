@@ -1,5 +1,6 @@
 /*
- * cmd_eval.c -- `stark eval PROBLEM.py SOLUTION.py`: judge one candidate.
+ * cmd_eval.c -- `stark eval PROBLEM.py SOLUTION.py`: judge one candidate;
+ * `stark eval --batch FILE`: judge many, one JSON object per line.
  *
  * Builds a request from the two files and the options, hands it to a
  * stark-eval process through evalrun.h (stark itself never imports torch or
@@ -8,14 +9,33 @@
  * (status, correct, runtime_us, ref_runtime_us, speedup, message, and the
  * other result fields; NaN numbers are null).
  *
- * Exit status: 0 correct, 1 any other verdict, 2 usage or input errors
- * (missing, unreadable, empty or oversized files, bad options), 3 internal
- * failures (the evaluator could not be started).
+ * The evaluator processes are forked by one zygote (evalrun.h), started
+ * once per `stark eval` and reused by every stage and every pair of a
+ * batch, unless $STARK_ZYGOTE is 0 (then each is exec'd, as before).  With
+ * --sandbox none the zygote is used as well: its children are then
+ * unjailed, exactly as exec'd ones would be.
+ *
+ * A batch file has one pair per line, "PROBLEM.py SOLUTION.py" (blank lines
+ * and lines starting with # are skipped; paths cannot contain blanks).
+ * Up to --jobs evaluations are in flight at once; the output keeps the
+ * input's order.  On a CUDA device with --jobs > 1, every run stage gets
+ * the same lock file on fd 4 (EVAL_FD_LOCK), which the referee holds while
+ * it times, so timings take the GPU one at a time while compiles and
+ * correctness checks overlap.  SIGINT/SIGTERM cancel what is in flight.
+ *
+ * Exit status: 0 correct (every pair, in a batch), 1 any other verdict, 2
+ * usage or input errors (missing, unreadable, empty or oversized files, bad
+ * options, a malformed batch line), 3 internal failures (the evaluator
+ * could not be started).
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,20 +50,35 @@
 
 #define HUMAN_LOG_LINES 60
 #define JSON_OUTPUT_TAIL 4096
+#define BATCH_FILE_MAX (16u << 20) /* bytes of a batch file */
+#define BATCH_JOBS_MAX 64	   /* --jobs */
 
 struct eval_args {
 	const char *problem, *solution;
+	const char *batch; /* --batch FILE ("-": stdin), or NULL */
 	char device[32];
-	bool json, timing, split, have_seed, insecure, no_jail;
+	bool json, timing, have_seed, insecure, no_jail;
+	int stage;	   /* enum evalrun_stages, or -1: the default */
 	uint64_t seed;
-	uint32_t trials, wall_ms;
+	uint32_t trials, wall_ms, jobs;
 	const char *cache;
+};
+
+/* How evaluations start: the options of both stages, and the zygote. */
+struct eval_env {
+	struct evalrun_opts copts, ropts;
+	struct evalrun_binds binds;
+	struct evalrun_zygote *zygote;
+	enum evalrun_stages mode;
+	char cache[PATH_MAX];
+	int lock_fd;
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: stark eval PROBLEM.py SOLUTION.py [options]\n"
+		"       stark eval --batch FILE|- [--jobs N] [options]\n"
 		"\n"
 		"Judges SOLUTION.py (class ModelNew) against PROBLEM.py (KernelBench format:\n"
 		"class Model, get_inputs, get_init_inputs) in a separate evaluator process.\n"
@@ -55,14 +90,24 @@ static void usage(FILE *f)
 		"  --timeout SECONDS      wall-clock budget of the evaluation [%u]\n"
 		"  --no-timing            check correctness only\n"
 		"  --cache DIR            build cache [$STARK_CACHE, $XDG_CACHE_HOME/stark, ~/.cache/stark]\n"
-		"  --stage all|split      one evaluator process, or a compile process then a run\n"
-		"                         process sharing the cache [all; split when jailed]\n"
+		"  --stage all|split|auto one evaluator process; a compile process then a run\n"
+		"                         process sharing the cache; or split only when the\n"
+		"                         solution builds an extension (load_inline,\n"
+		"                         cpp_extension), else the run process alone\n"
+		"                         [split when jailed, auto with --batch; all unjailed]\n"
 		"  --sandbox jail|none    judge in the compile and run jails (SECURITY.md) [jail]\n"
 		"  --insecure-sandbox     run even where this machine lacks layers of the jail,\n"
 		"                         or with --sandbox none (untrusted code, less isolated)\n"
+		"  --batch FILE|-         judge every \"PROBLEM.py SOLUTION.py\" line of FILE\n"
+		"                         (# comments and blank lines skipped), printing one\n"
+		"                         JSON object per line, in input order\n"
+		"  --jobs N               batch evaluations in flight at once (1-%u) [1]\n"
+		"\n"
+		"$STARK_ZYGOTE=0 execs every evaluator process instead of forking it from one\n"
+		"started evaluator (slower; for comparisons).\n"
 		"\n"
 		"Exit status: 0 correct, 1 another verdict, 2 usage or input error, 3 internal failure.\n",
-		EVAL_DEFAULT_WALL_MS / 1000);
+		EVAL_DEFAULT_WALL_MS / 1000, BATCH_JOBS_MAX);
 }
 
 static bool device_ok(const char *d)
@@ -82,6 +127,7 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 		{"timeout", required_argument, NULL, 'T'}, {"no-timing", no_argument, NULL, 'n'},
 		{"cache", required_argument, NULL, 'c'},	 {"stage", required_argument, NULL, 'S'},
 		{"sandbox", required_argument, NULL, 'B'},	 {"insecure-sandbox", no_argument, NULL, 'I'},
+		{"batch", required_argument, NULL, 'b'},	 {"jobs", required_argument, NULL, 'J'},
 		{"help", no_argument, NULL, 'h'},		 {NULL, 0, NULL, 0},
 	};
 	uint64_t v;
@@ -92,6 +138,8 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 	a->timing = true;
 	a->trials = 5;
 	a->wall_ms = EVAL_DEFAULT_WALL_MS;
+	a->jobs = 1;
+	a->stage = -1;
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -120,9 +168,20 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 			a->wall_ms = (uint32_t)(v * 1000);
 			break;
 		case 'S':
-			if (strcmp(optarg, "all") && strcmp(optarg, "split"))
-				return stark_error(CLI_USAGE, "eval: --stage must be all or split, not '%s'", optarg);
-			a->split = !strcmp(optarg, "split");
+			if (!strcmp(optarg, "all"))
+				a->stage = EVALRUN_ONE;
+			else if (!strcmp(optarg, "split"))
+				a->stage = EVALRUN_SPLIT;
+			else if (!strcmp(optarg, "auto"))
+				a->stage = EVALRUN_AUTO;
+			else
+				return stark_error(CLI_USAGE, "eval: --stage must be all, split or auto, not '%s'", optarg);
+			break;
+		case 'b': a->batch = optarg; break;
+		case 'J':
+			if (str_to_u64(optarg, 1, BATCH_JOBS_MAX, &v))
+				return stark_error(CLI_USAGE, "eval: --jobs must be 1..%u, not '%s'", BATCH_JOBS_MAX, optarg);
+			a->jobs = (uint32_t)v;
 			break;
 		case 'B':
 			if (strcmp(optarg, "jail") && strcmp(optarg, "none"))
@@ -139,28 +198,29 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 			return CLI_USAGE;
 		}
 	}
-	if (argc - optind != 2) {
+	if (argc - optind != (a->batch ? 0 : 2)) {
+		if (a->batch)
+			stark_warn("eval: --batch takes its pairs from the file, not the command line");
 		usage(stderr);
 		return CLI_USAGE;
 	}
+	if (a->jobs > 1 && !a->batch)
+		return stark_error(CLI_USAGE, "eval: --jobs goes with --batch");
 	if (a->no_jail && !a->insecure)
 		return stark_error(CLI_USAGE, "eval: --sandbox none runs untrusted code unjailed; add --insecure-sandbox to mean it");
-	a->problem = argv[optind];
-	a->solution = argv[optind + 1];
+	if (!a->batch) {
+		a->problem = argv[optind];
+		a->solution = argv[optind + 1];
+	}
 	return 0;
 }
 
 
-/* Fills the request from the arguments; 0 or a CLI_* exit status. */
-static int build_request(const struct eval_args *a, struct proto_request *rq, char *cache,
-			 size_t cachelen)
+/* The build cache, from --cache or the default; 0 or a CLI_* exit status. */
+static int find_cache(const struct eval_args *a, char *cache, size_t cachelen)
 {
-	char err[512], id[64];
-	int rc;
+	char err[512];
 
-	rc = evalrun_load_sources(rq, a->problem, a->solution, err, sizeof(err));
-	if (rc)
-		return stark_error(rc == ST_ENOMEM ? CLI_FAILURE : CLI_USAGE, "eval: %s", err);
 	if (a->cache) {
 		if (!realpath(a->cache, cache))
 			return stark_error(CLI_USAGE, "eval: build cache '%s' is not a folder we can use", a->cache);
@@ -169,22 +229,46 @@ static int build_request(const struct eval_args *a, struct proto_request *rq, ch
 	} else if (evalrun_default_cache(cache, cachelen, err, sizeof(err))) {
 		return stark_error(CLI_USAGE, "eval: %s", err);
 	}
-	snprintf(id, sizeof(id), "eval-%ld-%ld", (long)getpid(), (long)time(NULL));
+	return 0;
+}
+
+/*
+ * Fills the request for one pair (index n of a batch, 0 otherwise); 0, or
+ * a CLI_* exit status with the message in err (not printed).
+ */
+static int build_request(const struct eval_args *a, const char *problem, const char *solution,
+			 size_t n, const char *cache, struct proto_request *rq, char *err,
+			 size_t errlen)
+{
+	char id[64];
+	int rc;
+
+	rc = evalrun_load_sources(rq, problem, solution, err, errlen);
+	if (rc)
+		return rc == ST_ENOMEM ? CLI_FAILURE : CLI_USAGE;
+	if (a->batch)
+		snprintf(id, sizeof(id), "eval-%ld-%ld-%zu", (long)getpid(), (long)time(NULL), n);
+	else
+		snprintf(id, sizeof(id), "eval-%ld-%ld", (long)getpid(), (long)time(NULL));
 	rq->id = str_dup(id);
 	rq->device = str_dup(a->device);
 	/* The fast format is the one whose solutions use stark_cuda. */
 	rq->format = str_dup(memmem(rq->solution_src, rq->solution_len, "stark_cuda", 10) ? "fast"
 										  : "kernelbench");
 	rq->cache_dir = str_dup(cache);
-	if (!rq->id || !rq->device || !rq->format || !rq->cache_dir)
-		return stark_error(CLI_FAILURE, "eval: out of memory");
+	if (!rq->id || !rq->device || !rq->format || !rq->cache_dir) {
+		snprintf(err, errlen, "out of memory");
+		return CLI_FAILURE;
+	}
 	rq->stage = PROTO_STAGE_ALL;
 	rq->trials = a->trials;
 	rq->timing = a->timing;
 	rq->wall_ms = a->wall_ms;
 	rq->seed = a->seed;
-	if (!a->have_seed && getrandom(&rq->seed, sizeof(rq->seed), 0) != (ssize_t)sizeof(rq->seed))
-		return stark_error(CLI_FAILURE, "eval: cannot draw a random seed");
+	if (!a->have_seed && getrandom(&rq->seed, sizeof(rq->seed), 0) != (ssize_t)sizeof(rq->seed)) {
+		snprintf(err, errlen, "cannot draw a random seed");
+		return CLI_FAILURE;
+	}
 	return 0;
 }
 
@@ -263,16 +347,50 @@ static json_t *tail(const char *p, size_t len, size_t n)
 	return j ? j : json_null();
 }
 
-static int print_json(const struct eval_args *a, const struct proto_result *rs,
-		      const struct evalrun_info *info)
+static double ms(uint64_t ns)
+{
+	return (double)ns / 1e6;
+}
+
+/* How the evaluation's processes started and ran, as seen by stark. */
+static json_t *timing_json(const struct evalrun_info *info)
+{
+	json_t *t = json_object(), *stages = json_array();
+
+	if (!t || !stages) {
+		json_decref(t);
+		json_decref(stages);
+		return json_null();
+	}
+	for (unsigned i = 0; i < info->nstages && i < ST_ARRAY_LEN(info->stage); i++) {
+		const struct evalrun_stage_info *si = &info->stage[i];
+
+		json_array_append_new(
+		    stages, json_pack("{s:s,s:b,s:I,s:I,s:f,s:f,s:f,s:f}", "stage", si->stage,
+				      "zygote", si->zygote, "zygote_pid", (json_int_t)si->zygote_pid,
+				      "zygote_starts", (json_int_t)si->zygote_starts, "spawn_ms",
+				      ms(si->spawn_ns), "fork_ms", ms(si->fork_ns), "jail_ms",
+				      ms(si->jail_ns), "wall_ms", ms(si->wall_ns)));
+	}
+	json_object_set_new(t, "stages", stages);
+	return t;
+}
+
+/* The result as the JSON object of the contract (the top of the file). */
+static json_t *result_json(const struct eval_args *a, const char *problem, const char *solution,
+			   const struct proto_result *rs, const struct evalrun_info *info)
 {
 	json_t *o = json_object(), *flags = json_array(), *env = json_object(), *st = json_object();
 	static const char *const stage_names[4] = {"startup_ms", "compile_ms", "check_ms", "time_ms"};
 	char layers[256];
-	int rc = CLI_FAILURE;
 
-	if (!o || !flags || !env || !st)
-		goto out;
+	if (!o || !flags || !env || !st) {
+		json_decref(o);
+		json_decref(flags);
+		json_decref(env);
+		json_decref(st);
+		return NULL;
+	}
 	for (uint32_t i = 0; i < rs->nflags; i++)
 		json_array_append_new(flags, json_string(rs->flags[i]));
 	for (uint32_t i = 0; i < rs->nenv; i++)
@@ -299,25 +417,31 @@ static int print_json(const struct eval_args *a, const struct proto_result *rs,
 	json_object_set_new(o, "stage_ms", st);
 	json_object_set_new(o, "log", str_or_null(rs->log));
 	json_object_set_new(o, "id", json_string(rs->id ? rs->id : ""));
-	json_object_set_new(o, "problem", json_string(a->problem));
-	json_object_set_new(o, "solution", json_string(a->solution));
+	json_object_set_new(o, "problem", json_string(problem));
+	json_object_set_new(o, "solution", json_string(solution));
 	json_object_set_new(o, "device", json_string(a->device));
 	json_object_set_new(o, "sandbox", json_string(layers));
 	json_object_set_new(o, "stdout", tail(info->out, info->out_len, JSON_OUTPUT_TAIL));
 	json_object_set_new(o, "stderr", tail(info->err, info->err_len, JSON_OUTPUT_TAIL));
 	json_object_set_new(o, "stdout_bytes", json_integer((json_int_t)info->out_total));
 	json_object_set_new(o, "stderr_bytes", json_integer((json_int_t)info->err_total));
-	flags = env = st = NULL;
-	if (json_dumpf(o, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII) == 0 && fputc('\n', stdout) != EOF &&
-	    fflush(stdout) == 0)
+	json_object_set_new(o, "wall_ms", json_real(ms(info->total_ns)));
+	json_object_set_new(o, "timing", timing_json(info));
+	return o;
+}
+
+static int print_json(const struct eval_args *a, const struct proto_result *rs,
+		      const struct evalrun_info *info)
+{
+	json_t *o = result_json(a, a->problem, a->solution, rs, info);
+	int rc = CLI_FAILURE;
+
+	if (o && json_dumpf(o, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII) == 0 &&
+	    fputc('\n', stdout) != EOF && fflush(stdout) == 0)
 		rc = 0;
 	else
 		stark_warn("eval: cannot write the JSON result");
-out:
 	json_decref(o);
-	json_decref(flags);
-	json_decref(env);
-	json_decref(st);
 	return rc;
 }
 
@@ -392,55 +516,387 @@ static int print_human(const struct proto_result *rs, const struct evalrun_info 
 	return fflush(stdout) == 0 ? 0 : CLI_FAILURE;
 }
 
-int cmd_eval(int argc, char **argv)
+/* ---- evaluations -------------------------------------------------------- */
+
+/* The GPU lock of --jobs: an unlinked file of our own, shared by the jobs. */
+static int open_lock(void)
 {
-	struct eval_args a;
+	const char *dir = getenv("TMPDIR");
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/stark-gpu-lock-XXXXXX", dir && *dir ? dir : "/tmp");
+	fd = mkostemp(path, O_CLOEXEC);
+	if (fd < 0)
+		return stark_error(-1, "eval: cannot create the GPU lock file %s: %s", path, strerror(errno));
+	unlink(path);
+	return fd;
+}
+
+/* Options of both stages, the zygote, the lock; 0 or a CLI_* exit status. */
+static int eval_env_init(const struct eval_args *a, struct eval_env *e)
+{
+	int rc;
+
+	memset(e, 0, sizeof(*e));
+	e->lock_fd = -1;
+	rc = find_cache(a, e->cache, sizeof(e->cache));
+	if (rc)
+		return rc;
+	evalrun_opts_init(&e->copts);
+	e->copts.evaluator = cli_evaluator_path();
+	if (access(e->copts.evaluator, X_OK) < 0)
+		return stark_error(CLI_FAILURE, "eval: the evaluator '%s' is not there (build it, or set STARK_EVALUATOR)",
+				   e->copts.evaluator);
+	e->ropts = e->copts;
+	if (!a->no_jail) {
+		/* Jailed, an evaluation is split (or, in auto, skips a compile
+		 * stage with nothing to build): the compile jail may exec the
+		 * toolchain, the run jail may not (SECURITY.md). */
+		evalrun_jail_opts(&e->copts, &e->ropts, e->cache, a->device, a->insecure, &e->binds);
+		e->mode = a->stage == EVALRUN_AUTO || (a->stage < 0 && a->batch) ? EVALRUN_AUTO
+										 : EVALRUN_SPLIT;
+	} else {
+		e->mode = a->stage < 0 ? EVALRUN_ONE : (enum evalrun_stages)a->stage;
+	}
+	if (a->jobs > 1 && str_starts(a->device, "cuda")) {
+		e->lock_fd = open_lock();
+		if (e->lock_fd < 0)
+			return CLI_FAILURE;
+		e->ropts.lock_fd = e->lock_fd;
+	}
+	return 0;
+}
+
+/* The zygote every evaluation of this command forks from, if wanted. */
+static void eval_env_zygote(struct eval_env *e)
+{
+	if (evalrun_zygote_wanted() &&
+	    evalrun_zygote_start(e->copts.evaluator, NULL, &e->zygote) != 0)
+		stark_warn("eval: evaluating without a zygote (each evaluator process is exec'd)");
+	e->copts.zygote = e->ropts.zygote = e->zygote;
+}
+
+static void eval_env_release(struct eval_env *e)
+{
+	evalrun_zygote_free(e->zygote);
+	e->zygote = NULL;
+	if (e->lock_fd >= 0)
+		close(e->lock_fd);
+	e->lock_fd = -1;
+}
+
+/* A failure to run at all, as a CLI status with its message. */
+static int run_failure(int rc)
+{
+	if (rc == ST_EDENIED)
+		return stark_error(CLI_FAILURE, "eval: this machine cannot build the whole jail (see the warning above); --insecure-sandbox runs the evaluation with the layers it has");
+	return stark_error(CLI_FAILURE, "eval: the evaluation could not run: %s", stark_strerror(rc));
+}
+
+static int eval_single(const struct eval_args *a, struct eval_env *e)
+{
 	struct proto_request rq;
 	struct proto_result rs;
 	struct evalrun_info info;
-	struct evalrun_opts opts, run_opts;
-	struct evalrun_binds binds;
-	char cache[PATH_MAX];
+	struct evalrun_pair *p = NULL;
+	char err[512];
+	int rc, prc = 0;
+
+	proto_request_init(&rq);
+	proto_result_init(&rs);
+	evalrun_info_init(&info);
+	rc = build_request(a, a->problem, a->solution, 0, e->cache, &rq, err, sizeof(err));
+	if (rc) {
+		rc = stark_error(rc, "eval: %s", err);
+		goto out;
+	}
+	eval_env_zygote(e);
+	rc = evalrun_pair_start(&e->copts, &e->ropts, &rq, e->mode, &p);
+	if (!rc) {
+		while ((prc = evalrun_pair_poll(p, -1)) == 0)
+			;
+		rc = evalrun_pair_finish(p, &rs, &info);
+	}
+	if (rc || prc < 0) {
+		rc = run_failure(rc ? rc : prc);
+		goto out;
+	}
+	rc = a->json ? print_json(a, &rs, &info) : print_human(&rs, &info);
+	if (!rc)
+		rc = rs.status == PROTO_ST_CORRECT ? CLI_OK : CLI_NEGATIVE;
+out:
+	evalrun_pair_free(p);
+	evalrun_info_release(&info);
+	proto_result_release(&rs);
+	proto_request_release(&rq);
+	return rc;
+}
+
+/* ---- batches ------------------------------------------------------------ */
+
+static volatile sig_atomic_t batch_stop;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	batch_stop = 1;
+}
+
+/* One line of the batch. */
+struct batch_item {
+	char *problem, *solution; /* point into the file's text */
+	struct proto_request rq;
+	struct evalrun_pair *pair; /* in flight, or NULL */
+	char *json;		   /* the line to print, once done */
+	bool failed;		   /* could not run: exit status 3 */
+	bool correct;
+};
+
+struct batch {
+	struct batch_item *items;
+	size_t n, next_start, next_print, in_flight;
+	struct dbuf text;
+};
+
+/* Splits the batch file into pairs; 0 or CLI_USAGE with a message. */
+static int batch_parse(struct batch *b, const char *file)
+{
+	char *save = NULL, *line;
+	size_t lineno = 0, cap = 0;
+	int rc;
+
+	dbuf_init(&b->text, BATCH_FILE_MAX);
+	rc = !strcmp(file, "-") ? 0 : io_read_file(file, BATCH_FILE_MAX, &b->text);
+	if (!strcmp(file, "-")) {
+		char buf[65536];
+		ssize_t r;
+
+		while ((r = read(0, buf, sizeof(buf))) != 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0 || dbuf_append(&b->text, buf, (size_t)r)) {
+				rc = ST_EIO;
+				break;
+			}
+		}
+	}
+	if (rc)
+		return stark_error(CLI_USAGE, "eval: batch file '%s' cannot be read (%s)", file,
+				   rc == ST_ETOOBIG ? "too large" : stark_strerror(rc));
+	if (!b->text.p)
+		return 0;
+	for (line = strtok_r(b->text.p, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *words[3] = {NULL}, *ws = NULL;
+		size_t k = 0;
+
+		lineno++;
+		line[strcspn(line, "\r")] = '\0';
+		for (char *w = strtok_r(line, " \t", &ws); w; w = strtok_r(NULL, " \t", &ws))
+			words[k < 3 ? k++ : 2] = w;
+		if (k == 0 || words[0][0] == '#')
+			continue;
+		if (k != 2)
+			return stark_error(CLI_USAGE, "eval: batch line %zu: expected \"PROBLEM.py SOLUTION.py\"", lineno);
+		if (b->n == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			struct batch_item *it = realloc(b->items, ncap * sizeof(*it));
+
+			if (!it)
+				return stark_error(CLI_FAILURE, "eval: out of memory");
+			b->items = it;
+			cap = ncap;
+		}
+		memset(&b->items[b->n], 0, sizeof(b->items[b->n]));
+		b->items[b->n].problem = words[0];
+		b->items[b->n].solution = words[1];
+		proto_request_init(&b->items[b->n].rq);
+		b->n++;
+	}
+	return 0;
+}
+
+static void batch_release(struct batch *b)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		evalrun_pair_free(b->items[i].pair);
+		proto_request_release(&b->items[i].rq);
+		free(b->items[i].json);
+	}
+	free(b->items);
+	dbuf_release(&b->text);
+}
+
+/* The line for a pair that was not evaluated: status "error", and why. */
+static void item_error(const struct eval_args *a, struct batch_item *it, size_t idx,
+		       const char *why)
+{
+	json_t *o = json_pack("{s:s,s:b,s:s,s:s,s:s,s:s,s:I}", "status", "error", "correct", 0,
+			      "message", why, "problem", it->problem, "solution", it->solution,
+			      "device", a->device, "index", (json_int_t)idx);
+
+	it->json = o ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+	json_decref(o);
+}
+
+/* Starts pair idx (or records why it cannot run). */
+static void batch_start(const struct eval_args *a, struct eval_env *e, struct batch *b, size_t idx)
+{
+	struct batch_item *it = &b->items[idx];
+	char err[512], msg[600];
+	int rc;
+
+	rc = build_request(a, it->problem, it->solution, idx, e->cache, &it->rq, err, sizeof(err));
+	if (!rc) {
+		rc = evalrun_pair_start(&e->copts, &e->ropts, &it->rq, e->mode, &it->pair);
+		if (rc) {
+			snprintf(err, sizeof(err), "the evaluation could not run: %s", stark_strerror(rc));
+			rc = CLI_FAILURE;
+		}
+	}
+	if (!rc) {
+		b->in_flight++;
+		return;
+	}
+	snprintf(msg, sizeof(msg), "%s", err);
+	it->failed = rc == CLI_FAILURE;
+	item_error(a, it, idx, msg);
+}
+
+/* A pair is done: its line. */
+static void batch_finish(const struct eval_args *a, struct batch *b, size_t idx, int prc)
+{
+	struct batch_item *it = &b->items[idx];
+	struct proto_result rs;
+	struct evalrun_info info;
+	json_t *o;
+	int rc;
+
+	proto_result_init(&rs);
+	evalrun_info_init(&info);
+	rc = evalrun_pair_finish(it->pair, &rs, &info);
+	evalrun_pair_free(it->pair);
+	it->pair = NULL;
+	b->in_flight--;
+	if (rc || prc < 0) {
+		it->failed = true;
+		item_error(a, it, idx, rc ? "out of memory" : "the run stage could not be started");
+	} else {
+		o = result_json(a, it->problem, it->solution, &rs, &info);
+		if (o)
+			json_object_set_new(o, "index", json_integer((json_int_t)idx));
+		it->json = o ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+		json_decref(o);
+		it->correct = rs.status == PROTO_ST_CORRECT;
+	}
+	evalrun_info_release(&info);
+	proto_result_release(&rs);
+	proto_request_release(&it->rq);
+	proto_request_init(&it->rq);
+}
+
+/* Prints every finished line that is next in input order. */
+static int batch_print(struct batch *b)
+{
+	while (b->next_print < b->n && b->items[b->next_print].json) {
+		struct batch_item *it = &b->items[b->next_print];
+
+		if (puts(it->json) == EOF || fflush(stdout) != 0)
+			return stark_error(CLI_FAILURE, "eval: cannot write the batch's results");
+		free(it->json);
+		it->json = NULL;
+		b->next_print++;
+	}
+	return 0;
+}
+
+/* Polls every pair in flight once, for up to timeout_ms. */
+static void batch_poll(const struct eval_args *a, struct batch *b, int timeout_ms)
+{
+	struct pollfd pfd[BATCH_JOBS_MAX * EVALRUN_POLLFDS];
+	size_t n = 0;
+
+	for (size_t i = b->next_print; i < b->next_start; i++) {
+		int t = -1;
+
+		if (!b->items[i].pair)
+			continue;
+		n += evalrun_pair_pollfds(b->items[i].pair, pfd + n, ST_ARRAY_LEN(pfd) - n, &t);
+		if (t >= 0 && t < timeout_ms)
+			timeout_ms = t;
+	}
+	if (poll(pfd, (nfds_t)n, timeout_ms) < 0 && errno != EINTR)
+		stark_warn("eval: poll: %s", strerror(errno));
+	for (size_t i = b->next_print; i < b->next_start; i++) {
+		struct batch_item *it = &b->items[i];
+		int prc;
+
+		if (!it->pair)
+			continue;
+		if (batch_stop)
+			evalrun_pair_cancel(it->pair);
+		prc = evalrun_pair_poll(it->pair, 0);
+		if (prc != 0)
+			batch_finish(a, b, i, prc);
+	}
+}
+
+static int eval_batch(const struct eval_args *a, struct eval_env *e)
+{
+	struct batch b = {0};
+	struct sigaction sa;
+	size_t window = a->jobs * 4 > 16 ? a->jobs * 4 : 16;
+	bool all_correct = true, failed = false;
+	int rc;
+
+	rc = batch_parse(&b, a->batch);
+	if (rc)
+		goto out;
+	eval_env_zygote(e);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	while (b.next_print < b.n) {
+		/* Start what the jobs and the output window allow. */
+		while (!batch_stop && b.next_start < b.n && b.in_flight < a->jobs &&
+		       b.next_start - b.next_print < window)
+			batch_start(a, e, &b, b.next_start++);
+		if (batch_stop)
+			for (size_t i = b.next_start; i < b.n; i++)
+				if (!b.items[i].json)
+					item_error(a, &b.items[i], i, "the evaluation was canceled");
+		if (batch_stop)
+			b.next_start = b.n;
+		rc = batch_print(&b);
+		if (rc)
+			goto out;
+		if (b.in_flight)
+			batch_poll(a, &b, 1000);
+	}
+	for (size_t i = 0; i < b.n; i++) {
+		all_correct &= b.items[i].correct;
+		failed |= b.items[i].failed;
+	}
+	rc = batch_stop || failed ? CLI_FAILURE : all_correct ? CLI_OK : CLI_NEGATIVE;
+out:
+	batch_release(&b);
+	return rc;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+	struct eval_args a;
+	struct eval_env e;
 	int rc;
 
 	rc = parse_args(argc, argv, &a);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
-	proto_request_init(&rq);
-	proto_result_init(&rs);
-	evalrun_info_init(&info);
-	rc = build_request(&a, &rq, cache, sizeof(cache));
-	if (rc)
-		goto out;
-	evalrun_opts_init(&opts);
-	opts.evaluator = cli_evaluator_path();
-	if (access(opts.evaluator, X_OK) < 0) {
-		rc = stark_error(CLI_FAILURE, "eval: the evaluator '%s' is not there (build it, or set STARK_EVALUATOR)",
-				 opts.evaluator);
-		goto out;
-	}
-	/* Jailed, an evaluation is always split: the compile jail may exec the
-	 * toolchain, the run jail may not (SECURITY.md). */
-	run_opts = opts;
-	if (!a.no_jail) {
-		evalrun_jail_opts(&opts, &run_opts, cache, a.device, a.insecure, &binds);
-		a.split = true;
-	}
-	rc = a.split ? evalrun_split(&opts, &run_opts, &rq, &rs, &info) : evalrun_one(&opts, &rq, &rs, &info);
-	if (rc == ST_EDENIED) {
-		rc = stark_error(CLI_FAILURE, "eval: this machine cannot build the whole jail (see the warning above); --insecure-sandbox runs the evaluation with the layers it has");
-		goto out;
-	}
-	if (rc) {
-		rc = stark_error(CLI_FAILURE, "eval: the evaluation could not run: %s", stark_strerror(rc));
-		goto out;
-	}
-	rc = a.json ? print_json(&a, &rs, &info) : print_human(&rs, &info);
+	rc = eval_env_init(&a, &e);
 	if (!rc)
-		rc = rs.status == PROTO_ST_CORRECT ? CLI_OK : CLI_NEGATIVE;
-out:
-	evalrun_info_release(&info);
-	proto_result_release(&rs);
-	proto_request_release(&rq);
+		rc = a.batch ? eval_batch(&a, &e) : eval_single(&a, &e);
+	eval_env_release(&e);
 	return rc;
 }

@@ -1,8 +1,16 @@
 /*
  * eval_real.c -- the real evaluation provider: `stark-eval` through
- * evalrun.h, exactly as `stark eval` runs it (same request defaults, same
- * build cache, same evaluator binary, same jails: a compile stage in the
- * compile jail, then a run stage in the run jail).
+ * evalrun.h, exactly as `stark eval --stage auto` runs it (same request
+ * defaults, same build cache, same evaluator binary, same jails: a compile
+ * stage in the compile jail when the candidate builds an extension, then a
+ * run stage in the run jail; a candidate that builds nothing -- the fast
+ * format, plain PyTorch -- goes straight to the run stage).  The result's
+ * env says which ("stages").
+ *
+ * One zygote (evalrun.h) serves the whole run: started at the first
+ * evaluation, restarted by the next one if it dies; $STARK_ZYGOTE=0 execs
+ * every evaluator process instead.  A zygote that cannot be started is
+ * reported once and the run goes on without one.
  *
  * The evaluation is polled in short slices so SIGINT/SIGTERM cancel it
  * within a fraction of a second: the evaluator's tree is killed and the
@@ -27,6 +35,8 @@ struct eval_real {
 	struct eval_provider base;
 	char evaluator[PATH_MAX];
 	char cache[PATH_MAX];
+	struct evalrun_zygote *zygote; /* started at the first evaluation */
+	bool no_zygote;		       /* $STARK_ZYGOTE=0, or it cannot start */
 };
 
 static int fill_request(struct eval_real *e, const struct eval_job *job, struct proto_request *rq)
@@ -57,36 +67,17 @@ static int fill_request(struct eval_real *e, const struct eval_job *job, struct 
 	return ST_OK;
 }
 
-/* One stage in its jail, polled in slices so a signal cancels it. */
-static int run_stage(struct eval_provider *p, const struct evalrun_opts *opts,
-		     const struct proto_request *rq, struct proto_result *out, const char *key)
+/* The run's zygote, started on first use; NULL to exec instead. */
+static struct evalrun_zygote *zygote(struct eval_real *e)
 {
-	struct evalrun *er = NULL;
-	int rc;
-
-	rc = evalrun_start(opts, rq, &er);
-	if (rc) {
-		stark_warn("evaluation %s: cannot start %s: %s%s", key, opts->evaluator,
-			   stark_strerror(rc),
-			   rc == ST_EDENIED ? " (the jail lacks layers on this machine; "
-					      "--insecure-sandbox runs with the layers it has)"
-					    : "");
-		return rc;
-	}
-	for (;;) {
-		if (p->stop && *p->stop) {
-			evalrun_cancel(er);
-			evalrun_free(er);
-			return ST_ECANCELED;
+	if (!e->zygote && !e->no_zygote) {
+		e->no_zygote = !evalrun_zygote_wanted();
+		if (!e->no_zygote && evalrun_zygote_start(e->evaluator, NULL, &e->zygote)) {
+			stark_warn("evaluations run without a zygote (each evaluator process is exec'd)");
+			e->no_zygote = true;
 		}
-		rc = evalrun_poll(er, EVAL_POLL_MS);
-		if (rc)
-			break;
 	}
-	/* A local failure while polling still ends in a result (see evalrun.h). */
-	rc = evalrun_finish(er, out, NULL);
-	evalrun_free(er);
-	return rc;
+	return e->zygote;
 }
 
 static int real_eval(struct eval_provider *p, const struct eval_job *job, struct proto_result *out)
@@ -94,8 +85,8 @@ static int real_eval(struct eval_provider *p, const struct eval_job *job, struct
 	struct eval_real *e = (struct eval_real *)p;
 	struct evalrun_opts copts, ropts;
 	struct evalrun_binds binds;
+	struct evalrun_pair *pair = NULL;
 	struct proto_request rq;
-	double compile_ms;
 	int rc;
 
 	proto_request_init(&rq);
@@ -106,23 +97,37 @@ static int real_eval(struct eval_provider *p, const struct eval_job *job, struct
 	evalrun_opts_init(&ropts);
 	copts.evaluator = ropts.evaluator = e->evaluator;
 	evalrun_jail_opts(&copts, &ropts, e->cache, job->device, job->insecure, &binds);
-	rc = run_stage(p, &copts, &rq, out, job->key);
-	if (rc || out->status != PROTO_ST_COMPILED)
+	copts.zygote = ropts.zygote = zygote(e);
+	rc = evalrun_pair_start(&copts, &ropts, &rq, EVALRUN_AUTO, &pair);
+	/* Polled in slices, so that a signal cancels it. */
+	while (!rc && !(p->stop && *p->stop) && (rc = evalrun_pair_poll(pair, EVAL_POLL_MS)) == 0)
+		;
+	if (rc < 0) {
+		stark_warn("evaluation %s: cannot start %s: %s%s", job->key, e->evaluator,
+			   stark_strerror(rc),
+			   rc == ST_EDENIED ? " (the jail lacks layers on this machine; "
+					      "--insecure-sandbox runs with the layers it has)"
+					    : "");
 		goto out;
-	compile_ms = out->stage_ms[1];
-	proto_result_release(out);
-	proto_result_init(out);
-	rq.stage = PROTO_STAGE_RUN;
-	rc = run_stage(p, &ropts, &rq, out, job->key);
-	if (!rc)
-		out->stage_ms[1] = compile_ms; /* the build happened in the first stage */
+	}
+	if (rc == 0) { /* stopped before it was done */
+		evalrun_pair_cancel(pair);
+		rc = ST_ECANCELED;
+		goto out;
+	}
+	/* A local failure while polling still ends in a result (see evalrun.h). */
+	rc = evalrun_pair_finish(pair, out, NULL);
 out:
+	evalrun_pair_free(pair);
 	proto_request_release(&rq);
 	return rc;
 }
 
 static void real_free(struct eval_provider *p)
 {
+	struct eval_real *e = (struct eval_real *)p;
+
+	evalrun_zygote_free(e->zygote);
 	free(p);
 }
 

@@ -10,6 +10,13 @@
  * decoded strictly and must echo the request's id; everything else (no
  * frame, a bad frame, a signal, the deadline) is turned into a verdict here,
  * with the message saying which.
+ *
+ * The child is either exec'd here (sandbox_spawn) or forked in its jail by
+ * the evaluator's zygote (evalzyg.c): then the pipes go to the zygote with
+ * the job, the end of the child is the monitor's report on a socket instead
+ * of the sandbox's descriptor, and a kill is a byte on that socket.  Only
+ * kill_tree() and reap() tell the two apart; everything the verdicts are
+ * made from is the same.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,19 +25,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/common.h"
 #include "evaluator/evaluator.h"
 #include "orchestrator/evalrun.h"
+#include "orchestrator/evalrun_int.h"
 
 extern char **environ;
 
 enum { P_IN, P_OUT, P_ERR, P_RES, P_COUNT };
 
 struct evalrun {
-	struct sandbox_child *child;
+	struct sandbox_child *child; /* exec'd: the jail; NULL with a zygote */
+	struct evalrun_zygote *zyg;  /* forked by this zygote, or NULL */
+	int rep;		     /* zygote: the report socket, -1 once closed */
+	bool kill_sent, zyg_lost;
+	char lost_why[256];	     /* zyg_lost: what happened */
+	struct evalrun_stage_info si;
 	int fd[P_COUNT];	/* our ends; -1 once closed */
 	struct dbuf req;	/* the encoded request frame */
 	size_t req_off;		/* bytes of it written */
@@ -64,6 +78,7 @@ void evalrun_opts_init(struct evalrun_opts *o)
 	o->sandbox = SANDBOX_NONE;
 	o->grace_ms = EVALRUN_GRACE_MS;
 	o->gpu_index = -1;
+	o->lock_fd = -1;
 }
 
 void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, const char *cache,
@@ -116,15 +131,14 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
-static void free_env(char **env)
+void evalrun_free_env(char **env)
 {
 	for (size_t i = 0; env && env[i]; i++)
 		free(env[i]);
 	free(env);
 }
 
-/* A private copy of the environment the evaluator gets. */
-static char **copy_env(const char *const *given)
+char **evalrun_copy_env(const char *const *given)
 {
 	size_t n = 0, k = 0;
 	char **env;
@@ -153,7 +167,7 @@ static char **copy_env(const char *const *given)
 		}
 		env[k] = strdup(kv);
 		if (!env[k]) {
-			free_env(env);
+			evalrun_free_env(env);
 			return NULL;
 		}
 		k++;
@@ -171,13 +185,173 @@ static int make_pipes(int fds[P_COUNT][2])
 	return 0;
 }
 
+/* The exec'd form: the evaluator binary, spawned in its jail here. */
+static int start_exec(struct evalrun *er, const struct evalrun_opts *o,
+		      const struct proto_request *rq, int p[P_COUNT][2])
+{
+	struct sandbox_config cfg;
+	struct sandbox_fd map[P_COUNT + 1];
+	char *argv[3];
+
+	sandbox_config_init(&cfg, o->sandbox);
+	map[P_IN] = (struct sandbox_fd){p[P_IN][0], EVAL_FD_REQUEST};
+	map[P_OUT] = (struct sandbox_fd){p[P_OUT][1], 1};
+	map[P_ERR] = (struct sandbox_fd){p[P_ERR][1], 2};
+	map[P_RES] = (struct sandbox_fd){p[P_RES][1], EVAL_FD_RESULT};
+	cfg.nfds = P_COUNT;
+	if (o->lock_fd >= 0)
+		map[cfg.nfds++] = (struct sandbox_fd){o->lock_fd, EVAL_FD_LOCK};
+	cfg.fds = map;
+	cfg.env = (const char *const *)er->env;
+	cfg.binds = o->binds;
+	cfg.nbinds = o->nbinds;
+	cfg.gpu_index = o->gpu_index;
+	if (o->mem_bytes)
+		cfg.mem_bytes = o->mem_bytes;
+	if (o->required)
+		cfg.required = o->required;
+	cfg.insecure = o->insecure;
+	cfg.wall_ms = (uint64_t)rq->wall_ms + o->grace_ms;
+	argv[0] = (char *)o->evaluator;
+	argv[1] = o->sandbox == SANDBOX_RUN ? (char *)"--jailed" : NULL;
+	argv[2] = NULL;
+	return sandbox_spawn(&cfg, o->evaluator, argv, &er->child);
+}
+
+/* The job for the zygote: what start_exec() puts in the sandbox config. */
+static int make_job(const struct evalrun_opts *o, const struct proto_request *rq,
+		    struct eval_zjob *job)
+{
+	struct sandbox_config cfg;
+	int rc;
+
+	sandbox_config_init(&cfg, o->sandbox);
+	if (o->required)
+		cfg.required = o->required;
+	cfg.insecure = o->insecure;
+	/* Decided and reported here, once, as sandbox_spawn() would: the
+	 * zygote's children are then asked only for what this machine has. */
+	rc = sandbox_check_layers(&cfg);
+	if (rc)
+		return rc;
+	memset(job, 0, sizeof(*job));
+	job->magic = EVAL_ZMAGIC;
+	job->version = EVAL_ZVERSION;
+	job->stage = (uint32_t)o->sandbox;
+	job->flags = (o->insecure ? EVAL_ZJOB_INSECURE : 0) |
+		     (o->lock_fd >= 0 ? EVAL_ZJOB_LOCK : 0) |
+		     (o->sandbox == SANDBOX_RUN ? EVAL_ZJOB_JAILED : 0);
+	job->gpu_index = o->gpu_index;
+	/* (never 0, which the zygote would read as "the stage's default") */
+	job->required = (cfg.required & sandbox_layers_available(o->sandbox)) | SANDBOX_L_FDS;
+	job->mem_bytes = o->mem_bytes;
+	job->wall_ms = (uint64_t)rq->wall_ms + o->grace_ms;
+	job->owner_pid = (int32_t)getpid();
+	if (o->nbinds > EVAL_ZBINDS)
+		return stark_error(ST_EINVAL, "evalrun: %zu binds, the zygote takes %u", o->nbinds,
+				   EVAL_ZBINDS);
+	job->nbinds = (uint32_t)o->nbinds;
+	for (size_t i = 0; i < o->nbinds; i++) {
+		const struct sandbox_bind *b = &o->binds[i];
+
+		if (!b->src || strlen(b->src) >= EVAL_ZPATH ||
+		    (b->dst && strlen(b->dst) >= EVAL_ZPATH))
+			return stark_error(ST_EINVAL, "evalrun: bind path too long for the zygote: %.100s",
+					   b->src ? b->src : "(null)");
+		snprintf(job->binds[i].src, EVAL_ZPATH, "%s", b->src);
+		snprintf(job->binds[i].dst, EVAL_ZPATH, "%s", b->dst ? b->dst : "");
+		job->binds[i].writable = b->writable;
+	}
+	return 0;
+}
+
+/*
+ * Waits until the job's jail is entered: 0 (STARTED), 1 when the zygote
+ * went away first (the caller may retry on a new one), or the spawn's
+ * failure (its message printed, as sandbox_spawn() prints it).
+ */
+static int wait_started(struct evalrun *er)
+{
+	uint64_t until = clock_mono_ns() + EVALRUN_ZYGOTE_SPAWN_MS * 1000000ull;
+	struct eval_zreport r;
+	int rc;
+
+	for (;;) {
+		struct pollfd pf = {er->rep, POLLIN, 0};
+		uint64_t now = clock_mono_ns();
+
+		rc = evz_recv_report(er->rep, &r);
+		if (rc == ST_EEOF && evz_lost(er->zyg, er->lost_why, sizeof(er->lost_why)))
+			return 1;
+		if (rc == ST_EEOF)
+			return stark_error(ST_ESYS, "evalrun: %s", er->lost_why);
+		if (rc == ST_EPROTO)
+			return stark_error(ST_EPROTO, "evalrun: %s", r.why);
+		if (rc == 1 && r.kind == EVAL_ZREP_STARTED) {
+			er->layers = r.layers;
+			er->si.fork_ns = r.fork_ns;
+			er->si.jail_ns = r.jail_ns;
+			return 0;
+		}
+		if (rc == 1) {
+			if (r.why[0])
+				stark_warn("%s", r.why);
+			return r.spawn_rc < 0 ? r.spawn_rc : ST_EPROTO;
+		}
+		if (now >= until) {
+			evz_mark_broken(er->zyg, true);
+			return stark_error(ST_ETIMEDOUT, "evalrun: the evaluator's zygote did not start a job within %u s",
+					   EVALRUN_ZYGOTE_SPAWN_MS / 1000);
+		}
+		if (poll(&pf, 1, (int)((until - now) / 1000000 + 1)) < 0 && errno != EINTR)
+			return stark_error(ST_ESYS, "evalrun: poll: %s", strerror(errno));
+	}
+}
+
+/* The zygote's form: the pipes go to it with the job; one retry on a
+ * zygote that died under us. */
+static int start_zygote(struct evalrun *er, const struct evalrun_opts *o,
+			const struct proto_request *rq, int p[P_COUNT][2])
+{
+	struct eval_zjob job;
+	int fds[EVAL_ZFD_COUNT], rs[2], rc;
+
+	rc = make_job(o, rq, &job);
+	for (int attempt = 0; !rc && attempt < 2; attempt++) {
+		rc = evz_ensure(o->zygote);
+		if (rc)
+			return rc;
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, rs) < 0)
+			return stark_error(ST_ESYS, "evalrun: socketpair: %s", strerror(errno));
+		fds[EVAL_ZFD_REQUEST] = p[P_IN][0];
+		fds[EVAL_ZFD_STDOUT] = p[P_OUT][1];
+		fds[EVAL_ZFD_STDERR] = p[P_ERR][1];
+		fds[EVAL_ZFD_RESULT] = p[P_RES][1];
+		fds[EVAL_ZFD_REPORT] = rs[1];
+		fds[EVAL_ZFD_LOCK] = o->lock_fd;
+		rc = evz_send(o->zygote, &job, fds, o->lock_fd >= 0 ? EVAL_ZFD_COUNT : EVAL_ZFD_LOCK);
+		close(rs[1]);
+		er->rep = rs[0];
+		er->zyg = o->zygote;
+		if (rc)
+			snprintf(er->lost_why, sizeof(er->lost_why),
+				 "the evaluator's zygote did not take the job");
+		rc = rc ? 1 : wait_started(er);
+		if (rc != 1)
+			break;
+		close(er->rep); /* the zygote died before the jail was entered */
+		er->rep = -1;
+		rc = 0;
+	}
+	if (rc == 0 && er->rep < 0)
+		rc = stark_error(ST_ESYS, "evalrun: %s", er->lost_why);
+	return rc;
+}
+
 int evalrun_start(const struct evalrun_opts *o, const struct proto_request *rq,
 		  struct evalrun **out)
 {
-	struct sandbox_config cfg;
-	struct sandbox_fd map[P_COUNT];
 	int p[P_COUNT][2];
-	char *argv[3];
 	struct evalrun *er;
 	char err[256];
 	int rc;
@@ -188,6 +362,7 @@ int evalrun_start(const struct evalrun_opts *o, const struct proto_request *rq,
 		return ST_ENOMEM;
 	for (int i = 0; i < P_COUNT; i++)
 		er->fd[i] = -1;
+	er->rep = -1;
 	dbuf_init(&er->req, PROTO_PREFIX_LEN + PROTO_FRAME_MAX);
 	dbuf_init(&er->out, EVAL_OUTPUT_CAP);
 	dbuf_init(&er->err, EVAL_OUTPUT_CAP);
@@ -195,7 +370,7 @@ int evalrun_start(const struct evalrun_opts *o, const struct proto_request *rq,
 	proto_framer_init(&er->framer, EVALRUN_RESULT_MAX);
 	er->wall_ms = rq->wall_ms;
 	er->id = str_dup(rq->id ? rq->id : "");
-	er->env = copy_env(o->env);
+	er->env = evalrun_copy_env(o->env);
 	if (!er->id || !er->env) {
 		rc = ST_ENOMEM;
 		goto out_free;
@@ -212,33 +387,26 @@ int evalrun_start(const struct evalrun_opts *o, const struct proto_request *rq,
 	if (rc)
 		goto out_pipes;
 
-	sandbox_config_init(&cfg, o->sandbox);
-	map[P_IN] = (struct sandbox_fd){p[P_IN][0], EVAL_FD_REQUEST};
-	map[P_OUT] = (struct sandbox_fd){p[P_OUT][1], 1};
-	map[P_ERR] = (struct sandbox_fd){p[P_ERR][1], 2};
-	map[P_RES] = (struct sandbox_fd){p[P_RES][1], EVAL_FD_RESULT};
-	cfg.fds = map;
-	cfg.nfds = P_COUNT;
-	cfg.env = (const char *const *)er->env;
-	cfg.binds = o->binds;
-	cfg.nbinds = o->nbinds;
-	cfg.gpu_index = o->gpu_index;
-	if (o->mem_bytes)
-		cfg.mem_bytes = o->mem_bytes;
-	if (o->required)
-		cfg.required = o->required;
-	cfg.insecure = o->insecure;
-	cfg.wall_ms = (uint64_t)rq->wall_ms + o->grace_ms;
-	argv[0] = (char *)o->evaluator;
-	argv[1] = o->sandbox == SANDBOX_RUN ? (char *)"--jailed" : NULL;
-	argv[2] = NULL;
-
+	snprintf(er->si.stage, sizeof(er->si.stage), "%s",
+		 rq->stage == PROTO_STAGE_COMPILE ? "compile" :
+		 rq->stage == PROTO_STAGE_RUN	  ? "run" :
+						    "all");
+	er->si.zygote = o->zygote != NULL;
 	er->start_ns = clock_mono_ns();
-	er->deadline_ns = er->start_ns + cfg.wall_ms * 1000000ull;
-	rc = sandbox_spawn(&cfg, o->evaluator, argv, &er->child);
+	er->deadline_ns = er->start_ns + ((uint64_t)rq->wall_ms + o->grace_ms) * 1000000ull;
+	rc = o->zygote ? start_zygote(er, o, rq, p) : start_exec(er, o, rq, p);
 	if (rc)
 		goto out_pipes;
-	er->layers = sandbox_child_layers(er->child);
+	er->si.spawn_ns = clock_mono_ns() - er->start_ns;
+	if (o->zygote) {
+		struct evalrun_zygote_stats zs;
+
+		evalrun_zygote_stats(o->zygote, &zs);
+		er->si.zygote_pid = zs.pid;
+		er->si.zygote_starts = zs.starts;
+	}
+	if (er->child)
+		er->layers = sandbox_child_layers(er->child);
 	er->fd[P_IN] = p[P_IN][1];
 	er->fd[P_OUT] = p[P_OUT][0];
 	er->fd[P_ERR] = p[P_ERR][0];
@@ -262,6 +430,7 @@ out_pipes:
 		*out = er;
 		return 0;
 	}
+	close_fd(&er->rep); /* a job that never started: nothing to reap */
 out_free:
 	evalrun_free(er);
 	return rc;
@@ -285,8 +454,9 @@ size_t evalrun_pollfds(const struct evalrun *er, struct pollfd *pfd, size_t max,
 	for (int i = P_OUT; i < P_COUNT; i++)
 		if (er->fd[i] >= 0 && n < max)
 			pfd[n++] = (struct pollfd){er->fd[i], POLLIN, 0};
-	if (n < max)
-		pfd[n++] = (struct pollfd){sandbox_child_fd(er->child), POLLIN, 0};
+	if (n < max && (er->child || er->rep >= 0))
+		pfd[n++] = (struct pollfd){er->child ? sandbox_child_fd(er->child) : er->rep, POLLIN,
+					   0};
 	return n;
 }
 
@@ -381,9 +551,97 @@ static void drain_and_close(struct evalrun *er)
 		close_fd(&er->fd[i]);
 }
 
+/* Asks for the whole tree to be killed: the sandbox's, or the monitor's. */
+static void kill_tree(struct evalrun *er)
+{
+	char k = EVAL_ZKILL;
+
+	if (er->child)
+		sandbox_kill(er->child);
+	else if (er->rep >= 0 && !er->kill_sent)
+		er->kill_sent = send(er->rep, &k, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1;
+}
+
+/* The evaluation is lost with its zygote or monitor: say so, as a kill. */
+static void lose(struct evalrun *er)
+{
+	er->zyg_lost = true;
+	memset(&er->ex, 0, sizeof(er->ex));
+	er->ex.how = SANDBOX_SIGNALED;
+	er->ex.sig = SIGKILL;
+	er->ex.syscall_nr = -1;
+	snprintf(er->ex.why, sizeof(er->ex.why), "%s", er->lost_why);
+}
+
+/*
+ * reap() with a zygote: the monitor's ENDED report is the end.  Waiting
+ * without a limit (timeout_ms < 0, always after a kill was asked) waits at
+ * most EVALRUN_ZYGOTE_ANSWER_MS: a zygote that does not answer by then is
+ * killed, which takes the evaluation's tree with it.
+ */
+static void reap_zygote(struct evalrun *er, int timeout_ms)
+{
+	uint64_t ms = timeout_ms < 0 ? EVALRUN_ZYGOTE_ANSWER_MS : (uint64_t)timeout_ms;
+	uint64_t now = clock_mono_ns(), until = now + ms * 1000000ull;
+	struct eval_zreport r;
+	int rc;
+
+	for (;;) {
+		struct pollfd pf = {er->rep, POLLIN, 0};
+
+		rc = evz_recv_report(er->rep, &r);
+		if (rc == 1 && r.kind == EVAL_ZREP_ENDED) {
+			memset(&er->ex, 0, sizeof(er->ex));
+			er->ex.how = (enum sandbox_end)r.how;
+			er->ex.code = r.code;
+			er->ex.sig = r.sig;
+			er->ex.syscall_nr = (long)r.syscall_nr;
+			er->ex.wall_ns = r.wall_ns;
+			snprintf(er->ex.why, sizeof(er->ex.why), "%s", r.why);
+			break;
+		}
+		if (rc == ST_EEOF) {
+			evz_lost(er->zyg, er->lost_why, sizeof(er->lost_why));
+			lose(er);
+			break;
+		}
+		if (rc != 0) { /* malformed, or a second STARTED: a broken zygote */
+			snprintf(er->lost_why, sizeof(er->lost_why), "%s",
+				 rc == 1 ? "the evaluator's zygote sent a report out of order" : r.why);
+			evz_mark_broken(er->zyg, true);
+			lose(er);
+			break;
+		}
+		now = clock_mono_ns();
+		if (now >= until && timeout_ms >= 0)
+			return;
+		if (now >= until) {
+			snprintf(er->lost_why, sizeof(er->lost_why),
+				 "the evaluator's zygote did not answer a kill within %u s",
+				 EVALRUN_ZYGOTE_ANSWER_MS / 1000);
+			evz_mark_broken(er->zyg, true);
+			lose(er);
+			break;
+		}
+		if (poll(&pf, 1, (int)((until - now + 999999) / 1000000)) < 0 && errno != EINTR) {
+			kill_tree(er);
+			timeout_ms = -1;
+		}
+	}
+	er->ended = true;
+	close_fd(&er->rep);
+	drain_and_close(er);
+}
+
 static void reap(struct evalrun *er, int timeout_ms)
 {
-	int rc = sandbox_wait(er->child, timeout_ms, &er->ex);
+	int rc;
+
+	if (!er->child) {
+		reap_zygote(er, timeout_ms);
+		return;
+	}
+	rc = sandbox_wait(er->child, timeout_ms, &er->ex);
 
 	if (rc == ST_ETIMEDOUT)
 		return;
@@ -424,13 +682,13 @@ int evalrun_poll(struct evalrun *er, int timeout_ms)
 			read_pipe(er, i);
 	if (er->proto_err[0]) {
 		/* The result channel is unusable: no point in waiting. */
-		sandbox_kill(er->child);
+		kill_tree(er);
 		reap(er, -1);
 		return 1;
 	}
 	if (clock_mono_ns() >= er->deadline_ns) {
 		er->deadline_hit = true;
-		sandbox_kill(er->child);
+		kill_tree(er);
 		reap(er, -1);
 		return 1;
 	}
@@ -443,7 +701,7 @@ void evalrun_cancel(struct evalrun *er)
 	if (er->ended)
 		return;
 	er->canceled = true;
-	sandbox_kill(er->child);
+	kill_tree(er);
 	reap(er, -1);
 }
 
@@ -474,6 +732,13 @@ static int synthesize(struct evalrun *er, struct proto_result *rs, const char *d
 		return proto_result_set_message(
 			rs, "the evaluator did not finish within its wall-clock limit of %.0f s (plus %.0f s grace); its process tree was killed",
 			wall_s, (double)(er->deadline_ns - er->start_ns) / 1e9 - wall_s);
+	}
+	if (er->zyg_lost) {
+		rs->status = PROTO_ST_ERROR;
+		rc = proto_result_set_message(rs, "the evaluation was lost: %s", er->lost_why);
+		if (!rc && er->err.len)
+			rc = proto_result_set_log(rs, er->err.p, er->err.len);
+		return rc;
 	}
 	if (decode_err) {
 		rs->status = PROTO_ST_CRASHED;
@@ -554,6 +819,10 @@ int evalrun_finish(struct evalrun *er, struct proto_result *rs, struct evalrun_i
 		info->out_total = er->out_total;
 		info->err_total = er->err_total;
 		info->wall_ns = er->ex.wall_ns ? er->ex.wall_ns : clock_mono_ns() - er->start_ns;
+		info->stage[0] = er->si;
+		info->stage[0].wall_ns = clock_mono_ns() - er->start_ns;
+		info->nstages = 1;
+		info->total_ns = info->stage[0].wall_ns;
 	}
 	return 0;
 }
@@ -569,7 +838,11 @@ void evalrun_free(struct evalrun *er)
 				stark_warn("evalrun: cannot reap the evaluator");
 		}
 		sandbox_child_free(er->child);
+	} else if (er->rep >= 0 && !er->ended) {
+		kill_tree(er);
+		reap(er, -1);
 	}
+	close_fd(&er->rep);
 	for (int i = 0; i < P_COUNT; i++)
 		close_fd(&er->fd[i]);
 	dbuf_release(&er->req);
@@ -578,7 +851,7 @@ void evalrun_free(struct evalrun *er)
 	dbuf_release(&er->body);
 	proto_framer_release(&er->framer);
 	free(er->id);
-	free_env(er->env);
+	evalrun_free_env(er->env);
 	free(er);
 }
 
@@ -598,134 +871,3 @@ int evalrun_one(const struct evalrun_opts *o, const struct proto_request *rq,
 	return rc;
 }
 
-int evalrun_split(const struct evalrun_opts *compile_opts, const struct evalrun_opts *run_opts,
-		  const struct proto_request *rq, struct proto_result *rs,
-		  struct evalrun_info *info)
-{
-	/* What the compile stage says about its builds, kept for the result. */
-	static const char *const build_keys[] = {"ext_built", "ext_build_ms", "sandbox"};
-	static const char *const kept_as[] = {"ext_built", "ext_build_ms", "compile_sandbox"};
-	char *kept[ST_ARRAY_LEN(build_keys)] = {NULL};
-	struct proto_request stage = *rq;
-	double compile_ms;
-	int rc;
-
-	if (!rq->cache_dir || !*rq->cache_dir)
-		return stark_error(ST_EINVAL, "evalrun: the split stages need a build cache");
-	stage.stage = PROTO_STAGE_COMPILE;
-	rc = evalrun_one(compile_opts, &stage, rs, info);
-	if (rc || rs->status != PROTO_ST_COMPILED)
-		return rc;
-	compile_ms = rs->stage_ms[1];
-	for (uint32_t i = 0; i < rs->nenv; i++)
-		for (size_t k = 0; k < ST_ARRAY_LEN(build_keys); k++)
-			if (!strcmp(rs->env[i].key, build_keys[k]) && !kept[k])
-				kept[k] = str_dup(rs->env[i].val);
-	proto_result_release(rs);
-	stage.stage = PROTO_STAGE_RUN;
-	rc = evalrun_one(run_opts, &stage, rs, info);
-	if (!rc) {
-		/* The build happened in the first stage; the second only loaded. */
-		rs->stage_ms[1] = compile_ms;
-		for (size_t k = 0; k < ST_ARRAY_LEN(build_keys) && !rc; k++)
-			if (kept[k] && proto_result_add_env(rs, kept_as[k], kept[k]) == ST_ENOMEM)
-				rc = ST_ENOMEM; /* a full env only loses these notes */
-	}
-	for (size_t k = 0; k < ST_ARRAY_LEN(build_keys); k++)
-		free(kept[k]);
-	return rc;
-}
-
-int evalrun_load_sources(struct proto_request *rq, const char *problem_path,
-			 const char *solution_path, char *err, size_t errlen)
-{
-	const char *paths[2] = {problem_path, solution_path};
-	const char *what[2] = {"problem", "solution"};
-	struct dbuf src[2];
-	int rc = 0;
-
-	dbuf_init(&src[0], PROTO_SRC_MAX);
-	dbuf_init(&src[1], PROTO_SRC_MAX);
-	for (int i = 0; i < 2 && !rc; i++) {
-		rc = io_read_file(paths[i], PROTO_SRC_MAX, &src[i]);
-		if (rc == ST_ENOENT)
-			snprintf(err, errlen, "%s file '%s' does not exist", what[i], paths[i]);
-		else if (rc == ST_ETOOBIG)
-			snprintf(err, errlen, "%s file '%s' is larger than %u bytes", what[i],
-				 paths[i], PROTO_SRC_MAX);
-		else if (rc)
-			snprintf(err, errlen, "%s file '%s' cannot be read: %s", what[i], paths[i],
-				 strerror(errno));
-		else if (src[i].len == 0) {
-			snprintf(err, errlen, "%s file '%s' is empty", what[i], paths[i]);
-			rc = ST_EINVAL;
-		}
-	}
-	if (rc)
-		goto out_free;
-	free(rq->problem_name);
-	free(rq->solution_name);
-	free(rq->problem_src);
-	free(rq->solution_src);
-	rq->problem_name = str_dup(problem_path);
-	rq->solution_name = str_dup(solution_path);
-	rq->problem_src = dbuf_detach(&src[0], &rq->problem_len);
-	rq->solution_src = dbuf_detach(&src[1], &rq->solution_len);
-	if (!rq->problem_name || !rq->solution_name) {
-		snprintf(err, errlen, "out of memory");
-		rc = ST_ENOMEM;
-	}
-out_free:
-	dbuf_release(&src[0]);
-	dbuf_release(&src[1]);
-	return rc;
-}
-
-/* mkdir -p for a path we own, mode 0700 for what we create. */
-static int make_dirs(char *path)
-{
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(path, 0700) < 0 && errno != EEXIST) {
-			*p = '/';
-			return -1;
-		}
-		*p = '/';
-	}
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
-		return -1;
-	return 0;
-}
-
-int evalrun_default_cache(char *buf, size_t len, char *err, size_t errlen)
-{
-	const char *env = getenv("STARK_CACHE"), *xdg = getenv("XDG_CACHE_HOME");
-	const char *home = getenv("HOME");
-	int n;
-
-	if (env && *env)
-		n = snprintf(buf, len, "%s", env);
-	else if (xdg && *xdg)
-		n = snprintf(buf, len, "%s/stark", xdg);
-	else if (home && *home)
-		n = snprintf(buf, len, "%s/.cache/stark", home);
-	else {
-		snprintf(err, errlen, "no build cache: set STARK_CACHE or HOME");
-		return ST_EINVAL;
-	}
-	if (n < 0 || (size_t)n >= len || n >= PROTO_PATH_MAX) {
-		snprintf(err, errlen, "build cache path is too long");
-		return ST_EINVAL;
-	}
-	if (buf[0] != '/') {
-		snprintf(err, errlen, "build cache '%s' is not an absolute path", buf);
-		return ST_EINVAL;
-	}
-	if (make_dirs(buf) < 0) {
-		snprintf(err, errlen, "cannot create build cache '%s': %s", buf, strerror(errno));
-		return ST_EIO;
-	}
-	return 0;
-}

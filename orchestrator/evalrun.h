@@ -25,8 +25,17 @@
  *	evalrun_free(er);
  *
  * evalrun_one() does exactly that, and evalrun_split() runs a compile-stage
- * evaluation and then a run-stage one (separate processes, later separate
- * jails) sharing the build cache.
+ * evaluation and then a run-stage one (separate processes, separate jails)
+ * sharing the build cache; evalrun_pair_*() is the same, poll-driven, and
+ * can skip the compile stage of a candidate that builds nothing.
+ *
+ * The evaluator is either exec'd for each evaluation (sandbox_spawn), or,
+ * when the options name a zygote (evalrun_zygote_start), forked in its jail
+ * from a stark-eval that started its interpreter once (evaluator.h): the
+ * jail, the pipes, the capture, the framer, the deadline and the verdicts
+ * made here are the same; only the process start is cheaper.  A zygote
+ * that dies ends its evaluations in flight as "error" (the message says
+ * so), and the next evalrun_start() restarts it.
  *
  * The calling process must ignore SIGPIPE (stark's main does): a write to an
  * evaluator that died must fail with EPIPE, not kill us.
@@ -46,6 +55,11 @@
 #define EVALRUN_RESULT_MAX (8u << 20) /* bytes of the result frame's body */
 #define EVALRUN_GRACE_MS 15000u	      /* beyond wall_ms before the tree is killed */
 #define EVALRUN_POLLFDS 5	      /* descriptors evalrun_pollfds() may fill */
+#define EVALRUN_ZYGOTE_READY_MS 300000u /* a zygote's start-up, at most */
+#define EVALRUN_ZYGOTE_SPAWN_MS 60000u	/* a job sent to its jail entered, at most */
+#define EVALRUN_ZYGOTE_ANSWER_MS 5000u	/* a kill asked to its report, at most */
+
+struct evalrun_zygote; /* a started `stark-eval --zygote` (opaque) */
 
 /* How to start the evaluator.  Borrowed during evalrun_start() only. */
 struct evalrun_opts {
@@ -61,7 +75,13 @@ struct evalrun_opts {
 	uint64_t mem_bytes;		  /* 0: the sandbox's default */
 	const char *const *env;		  /* NULL-terminated "K=V" list; NULL =
 					     the allowlisted part of our own
-					     environment (evalrun_env_allowed) */
+					     environment (evalrun_env_allowed);
+					     with a zygote: the zygote's */
+	struct evalrun_zygote *zygote;	  /* fork the evaluator from this zygote
+					     (borrowed until the run is freed);
+					     NULL: exec it */
+	int lock_fd;			  /* handed to the evaluator as fd 4
+					     (EVAL_FD_LOCK); -1: none [-1] */
 };
 
 void evalrun_opts_init(struct evalrun_opts *o);
@@ -89,6 +109,45 @@ void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, c
  * secrets such as API keys). */
 bool evalrun_env_allowed(const char *name);
 
+/*
+ * Starts `EVALUATOR --zygote` outside any jail (sandbox stage none; its
+ * environment is env, or the allowlisted part of ours, and is the one every
+ * evaluation it serves gets) and waits until it is ready: its interpreter,
+ * harness and prewarm done (seconds; at most EVALRUN_ZYGOTE_READY_MS).  On
+ * cgroup v2 it is told where our jails' groups go.  *out owns the zygote
+ * until evalrun_zygote_free(), which kills it and whatever it still runs.
+ * Returns 0, ST_ENOMEM, or ST_ESYS/ST_ETIMEDOUT/ST_EPROTO with a message
+ * printed.
+ */
+ST_WUR int evalrun_zygote_start(const char *evaluator, const char *const *env,
+				struct evalrun_zygote **out);
+void evalrun_zygote_free(struct evalrun_zygote *z);
+/* False when $STARK_ZYGOTE is "0": callers then exec every evaluation. */
+bool evalrun_zygote_wanted(void);
+
+struct evalrun_zygote_stats {
+	pid_t pid;	     /* the zygote now running, or 0 */
+	unsigned starts;     /* starts so far (1 + restarts) */
+	uint64_t start_ns;   /* the last start: spawn to ready */
+	uint64_t init_ns;    /* of which the interpreter and harness */
+	uint64_t prewarm_ns; /* and stark_referee.prewarm() */
+	unsigned threads;    /* threads the zygote runs once ready */
+};
+void evalrun_zygote_stats(const struct evalrun_zygote *z, struct evalrun_zygote_stats *out);
+
+/* How one process (one stage) of an evaluation started and ran. */
+struct evalrun_stage_info {
+	char stage[8];	   /* "compile", "run" or "all" */
+	bool zygote;	   /* forked by a zygote, not exec'd */
+	pid_t zygote_pid;  /* that zygote, and its starts so far */
+	unsigned zygote_starts;
+	uint64_t spawn_ns; /* evalrun_start: pipes made to the evaluator
+			      entered in its jail */
+	uint64_t fork_ns;  /* zygote: job received to its monitor running */
+	uint64_t jail_ns;  /* zygote: the jail built, the evaluation in it */
+	uint64_t wall_ns;  /* evalrun_start to the result taken */
+};
+
 /* What is known about a finished evaluation besides its result. */
 struct evalrun_info {
 	struct sandbox_exit exit; /* how the process ended */
@@ -101,6 +160,9 @@ struct evalrun_info {
 	size_t err_len;
 	uint64_t err_total;
 	uint64_t wall_ns;	  /* start to reap */
+	struct evalrun_stage_info stage[2]; /* the processes, in order */
+	unsigned nstages;
+	uint64_t total_ns;	  /* request to result, every stage included */
 };
 
 void evalrun_info_init(struct evalrun_info *info);
@@ -112,7 +174,9 @@ struct evalrun; /* one evaluation in flight (opaque) */
  * Encodes rq (borrowed; proto_request_check() must pass), starts the
  * evaluator and returns the handle in *out.  Returns 0, ST_EINVAL for a
  * request that does not encode (message printed), ST_EDENIED when the
- * sandbox lacks required layers, ST_ESYS or ST_ENOMEM.
+ * sandbox lacks required layers, ST_ESYS or ST_ENOMEM.  With o->zygote,
+ * a zygote that died or stopped answering is restarted first, and the call
+ * returns once the evaluator runs in its jail.
  */
 ST_WUR int evalrun_start(const struct evalrun_opts *o, const struct proto_request *rq,
 			 struct evalrun **out);
@@ -159,12 +223,54 @@ ST_WUR int evalrun_one(const struct evalrun_opts *o, const struct proto_request 
  * under run_opts; both share rq->cache_dir, which must be set.  rs gets the
  * compile result if it is not "compiled", else the run result with the
  * compile stage's compile_ms and, in env, its ext_built and ext_build_ms
- * and the compile jail's layers as compile_sandbox.  info describes the
- * last process.
+ * and the compile jail's layers as compile_sandbox (and "stages" =
+ * "compile+run").  info describes the last process, and info->stage[] both.
+ * It is evalrun_pair_*() in EVALRUN_SPLIT mode, run to its end.
  */
 ST_WUR int evalrun_split(const struct evalrun_opts *compile_opts,
 			 const struct evalrun_opts *run_opts, const struct proto_request *rq,
 			 struct proto_result *rs, struct evalrun_info *info);
+
+/*
+ * Whether a solution needs the compile stage: it mentions load_inline,
+ * cpp_extension or a load( call (torch.utils.cpp_extension's builders).  A
+ * plain substring test, conservative by design: a solution that disguises
+ * a build still cannot make one in the run stage, whose loader only takes
+ * what the cache holds, and ends as compile_error there.  Fast-format
+ * solutions (NVRTC, a library call) and pure PyTorch need no compile stage.
+ */
+bool evalrun_needs_compile(const char *src, size_t len);
+
+/* Which processes evaluate a candidate (evalrun_pair_start). */
+enum evalrun_stages {
+	EVALRUN_ONE = 0,   /* one process, rq's own stage (e.g. all), copts */
+	EVALRUN_SPLIT = 1, /* compile stage (copts), then run stage (ropts) */
+	EVALRUN_AUTO = 2   /* SPLIT if evalrun_needs_compile(), else run only */
+};
+
+struct evalrun_pair; /* one candidate's evaluation, all its stages (opaque) */
+
+/*
+ * The poll-driven form of evalrun_split(), for callers that keep several
+ * evaluations in flight.  copts, ropts, their binds and rq are borrowed
+ * until evalrun_pair_free().  The result's env says which processes ran:
+ * "stages" = "compile+run", "run" or "all".  Start returns as
+ * evalrun_start(); poll returns 1 when done, 0 while going, or, when the
+ * run stage could not be started after the compile stage, its negative
+ * code (the pair is then done, and finish reports the compile stage's
+ * result).  finish: as evalrun_finish(), with info->stage[] holding every
+ * stage and info->total_ns the whole evaluation.
+ */
+ST_WUR int evalrun_pair_start(const struct evalrun_opts *copts, const struct evalrun_opts *ropts,
+			      const struct proto_request *rq, enum evalrun_stages mode,
+			      struct evalrun_pair **out);
+size_t evalrun_pair_pollfds(const struct evalrun_pair *p, struct pollfd *pfd, size_t max,
+			    int *timeout_ms);
+ST_WUR int evalrun_pair_poll(struct evalrun_pair *p, int timeout_ms);
+void evalrun_pair_cancel(struct evalrun_pair *p);
+ST_WUR int evalrun_pair_finish(struct evalrun_pair *p, struct proto_result *rs,
+			       struct evalrun_info *info);
+void evalrun_pair_free(struct evalrun_pair *p);
 
 /*
  * Reads a problem and a solution file into rq's sources and names (rq

@@ -16,7 +16,8 @@ static const struct {
 	int (*fn)(int, char **);
 	const char *usage;
 } commands[] = {
-	{"eval", cmd_eval, "eval PROBLEM.py SOLUTION.py [--device cpu|cuda[:N]] [--json] ..."},
+	{"eval", cmd_eval, "eval PROBLEM.py SOLUTION.py [--device cpu|cuda[:N]] [--json] ...\n"
+			   "  stark eval --batch FILE|- [--jobs N] [--device cpu|cuda[:N]] ..."},
 	{"run", cmd_run, "run PROBLEM.py [--run-id ID] [--budget N] [--policy stark|sampling|reflexion] ..."},
 	{"resume", cmd_resume, "resume RUN_ID [--store DIR]"},
 	{"show", cmd_show, "show RUN_ID [--json] [--store DIR]"},

@@ -37,6 +37,8 @@
 static const char *const v1_ctrl[3] = {"memory", "pids", "cpu"};
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static atomic_bool probe_started;
+static char parent_override[512]; /* sandbox_set_cgroup_parent() */
 static int probed_version;     /* 0 none, 1, 2 */
 static char v2_parent[512];    /* where v2 leaves go */
 static char v1_parent[3][512]; /* where v1 groups go, per controller */
@@ -162,7 +164,8 @@ static bool alone_in(const char *dir)
 
 /*
  * v2: where the leaves go, in order of preference:
- *   1. $STARK_SANDBOX_CGROUP, a directory the operator prepared;
+ *   1. the directory our orchestrator found (sandbox_set_cgroup_parent), or
+ *      $STARK_SANDBOX_CGROUP, a directory the operator prepared;
  *   2. our own cgroup, if it already delegates the three controllers, or if
  *      we are its only process: then we move into a "stark-supervisor" leaf
  *      (no internal processes) and enable them for our leaves;
@@ -177,6 +180,8 @@ static bool probe_v2(void)
 
 	if (statfs("/sys/fs/cgroup", &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC)
 		return false;
+	if (parent_override[0])
+		env = parent_override;
 	if (env && *env) {
 		snprintf(v2_parent, sizeof(v2_parent), "%s", env);
 		return delegates(v2_parent);
@@ -219,19 +224,28 @@ static bool probe_v1(void)
 	return true;
 }
 
+static bool gone(long pid)
+{
+	return pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
 /* Empty groups "stark-PID-N" whose stark process is gone (killed before
- * it could remove them). */
+ * it could remove them), and "stark-OWNER-PID-N" whose maker (a zygote's
+ * child) is gone, whether or not the owner lives. */
 static void sweep(const char *parent)
 {
 	char path[640];
 	struct dirent *de;
 	DIR *d = opendir(parent);
-	long pid;
+	long pid, maker;
+	unsigned n;
 
 	while (d && (de = readdir(d))) {
-		if (sscanf(de->d_name, "stark-%ld-", &pid) != 1 || pid <= 0 || pid == getpid())
+		int k = sscanf(de->d_name, "stark-%ld-%ld-%u", &pid, &maker, &n);
+
+		if (k < 2 || pid <= 0)
 			continue;
-		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+		if (!(k == 3 && maker != getpid() && gone(maker)) && (pid == getpid() || !gone(pid)))
 			continue; /* its owner lives (or is not ours to judge) */
 		snprintf(path, sizeof(path), "%s/%s", parent, de->d_name);
 		rmdir(path);
@@ -242,6 +256,7 @@ static void sweep(const char *parent)
 
 static void probe(void)
 {
+	atomic_store(&probe_started, true);
 	if (probe_v2()) {
 		probed_version = 2;
 		sweep(v2_parent);
@@ -258,21 +273,50 @@ int sbx_cgroup_version(void)
 	return probed_version;
 }
 
+const char *sandbox_cgroup_parent(void)
+{
+	return sbx_cgroup_version() == 2 ? v2_parent : NULL;
+}
+
+int sandbox_set_cgroup_parent(const char *dir)
+{
+	if (atomic_load(&probe_started) || !dir || dir[0] != '/' ||
+	    strlen(dir) >= sizeof(parent_override))
+		return ST_EINVAL;
+	snprintf(parent_override, sizeof(parent_override), "%s", dir);
+	return 0;
+}
+
+void sandbox_cgroup_sweep(void)
+{
+	int v = sbx_cgroup_version();
+
+	if (v == 2)
+		sweep(v2_parent);
+	for (int i = 0; v == 1 && i < 3; i++)
+		sweep(v1_parent[i]);
+}
+
 int sbx_cgroup_create(struct sbx_cgroup *cg, const struct sandbox_config *cfg)
 {
 	unsigned n = atomic_fetch_add(&seq, 1);
 	uint64_t mem = cfg->mem_bytes, pids = cfg->pids;
-	char cpu[48];
+	char cpu[48], name[64];
 	int rc = 0;
 
 	memset(cg, 0, sizeof(*cg));
 	cg->v2fd = -1;
 	cg->version = sbx_cgroup_version();
+	/* stark-PID-N, or stark-OWNER-PID-N for a zygote's child (sandbox.h) */
+	if (cfg->owner_pid > 0 && cfg->owner_pid != getpid())
+		snprintf(name, sizeof(name), "stark-%d-%d-%u", (int)cfg->owner_pid, (int)getpid(), n);
+	else
+		snprintf(name, sizeof(name), "stark-%d-%u", (int)getpid(), n);
 	snprintf(cpu, sizeof(cpu), "%llu 100000",
 		 (unsigned long long)(cfg->cpu_percent ? cfg->cpu_percent * 1000ull : 0));
 	if (cg->version == 2) {
-		if (snprintf(cg->v2, sizeof(cg->v2), "%s/stark-%d-%u", v2_parent, (int)getpid(),
-			     n) >= (int)sizeof(cg->v2) ||
+		if (snprintf(cg->v2, sizeof(cg->v2), "%s/%s", v2_parent, name) >=
+			    (int)sizeof(cg->v2) ||
 		    mkdir(cg->v2, 0755) < 0)
 			return stark_error(ST_ESYS, "sandbox: mkdir %s: %s", cg->v2,
 					   strerror(errno));
@@ -291,8 +335,8 @@ int sbx_cgroup_create(struct sbx_cgroup *cg, const struct sandbox_config *cfg)
 	if (cg->version != 1)
 		return stark_error(ST_EDENIED, "sandbox: no usable cgroup hierarchy");
 	for (int i = 0; i < 3; i++) {
-		if (snprintf(cg->v1[i], sizeof(cg->v1[i]), "%s/stark-%d-%u", v1_parent[i],
-			     (int)getpid(), n) >= (int)sizeof(cg->v1[i]) ||
+		if (snprintf(cg->v1[i], sizeof(cg->v1[i]), "%s/%s", v1_parent[i], name) >=
+			    (int)sizeof(cg->v1[i]) ||
 		    mkdir(cg->v1[i], 0755) < 0) {
 			rc = stark_error(ST_ESYS, "sandbox: mkdir %s: %s", cg->v1[i],
 					 strerror(errno));

@@ -1,5 +1,6 @@
 /*
- * jail.c -- the child side: turns a fresh clone into a jail and execs.
+ * jail.c -- the child side: turns a fresh clone into a jail and execs (or,
+ * for sandbox_spawn_fn(), calls the caller's function in pid 2).
  *
  * One linear sequence, read top to bottom; every step that changes what the
  * process may do is narrated.  Nothing here allocates: the parent prepared
@@ -319,9 +320,12 @@ static void set_limits(const struct sbx_plan *p)
  * program could use, is not dumpable (no /proc/1/mem, no ptrace by uid),
  * and, as init, ignores every signal sent from inside the namespace.
  */
-static void become_init(void)
+static void become_init(const struct sbx_plan *p)
 {
-	pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0); /* no atfork handlers */
+	/* Before an exec, a raw clone (no atfork handlers: the parent may be
+	 * multithreaded).  Before a function, libc's fork(): the function runs
+	 * libc, whose per-thread state must be a child's (sandbox.h). */
+	pid_t pid = p->fn ? fork() : (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
 	int st;
 
 	if (pid < 0)
@@ -347,6 +351,29 @@ static void become_init(void)
 		if (w < 0 && errno != EINTR)
 			_exit(126);
 	}
+}
+
+/*
+ * Function mode, in the process that runs the function (pid 2): what an
+ * exec would have done to our descriptors -- the sync socket and the
+ * status pipe are close-on-exec -- done by hand, the caller's signal state
+ * and environment back, then the function.  Closing the sync socket is the
+ * parent's signal that the hand-over is complete.
+ */
+static ST_NORETURN void run_fn(const struct sbx_plan *p)
+{
+	extern char **environ;
+
+	if (p->envp)
+		environ = (char **)p->envp;
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			sigaction(sig, &p->sigact[sig], NULL);
+	if (p->status_fd >= 0)
+		close(SBX_FD_STATUS);
+	close(SYNC_FD);
+	sigprocmask(SIG_SETMASK, &p->sigmask, NULL);
+	_exit(p->fn(p->fn_arg));
 }
 
 static void reset_signals(void)
@@ -384,6 +411,8 @@ void sbx_child(const struct sbx_plan *p)
 		setrlimit(RLIMIT_NOFILE, &nofile);
 		if (p->workdir[0] && chdir(p->workdir) < 0)
 			fail("chdir", p->workdir);
+		if (p->fn)
+			run_fn(p);
 		/* Environment: exactly the caller's list (E2). */
 		execve(p->path, p->argv, envp);
 		fail("exec", p->path);
@@ -406,11 +435,14 @@ void sbx_child(const struct sbx_plan *p)
 	if (chdir(p->workdir[0] ? p->workdir : "/tmp") < 0)
 		fail("chdir", p->workdir[0] ? p->workdir : "/tmp");
 	/* 9. The program, opened inside the jail, at a descriptor number that
-	 *    the limits below make unreachable once exec closes it. */
-	fd = open(p->path, O_PATH | O_CLOEXEC);
-	if (fd < 0 || dup3(fd, SBX_FD_EXEC, O_CLOEXEC) < 0)
-		fail("open program", p->path);
-	close(fd);
+	 *    the limits below make unreachable once exec closes it.  Function
+	 *    mode never opens it, so the run filter's one exec matches nothing. */
+	if (!p->fn) {
+		fd = open(p->path, O_PATH | O_CLOEXEC);
+		if (fd < 0 || dup3(fd, SBX_FD_EXEC, O_CLOEXEC) < 0)
+			fail("open program", p->path);
+		close(fd);
+	}
 	/* 10. Resource limits (E5); the cgroup was set up by the parent. */
 	if (l & SANDBOX_L_RLIMIT)
 		set_limits(p);
@@ -424,7 +456,7 @@ void sbx_child(const struct sbx_plan *p)
 	 *     program's SIGXCPU, SIGPIPE, abort() would change meaning.  So we
 	 *     stay behind as the namespace's init, and the program is pid 2. */
 	if (l & SANDBOX_L_PIDNS)
-		become_init();
+		become_init(p);
 	/* 14. The system call filter of the stage (E4, E7, E9).  A reporting
 	 *     filter hands its listener to the parent, which names the call and
 	 *     kills the tree; the call itself never runs. */
@@ -439,7 +471,10 @@ void sbx_child(const struct sbx_plan *p)
 		if (p->filter_notify)
 			close((int)lfd);
 	}
-	/* 15. Exec through the descriptor; the environment is exactly the caller's list. */
+	/* 15. Exec through the descriptor; the environment is exactly the
+	 *     caller's list.  In function mode: the function, in this process. */
+	if (p->fn)
+		run_fn(p);
 	syscall(SYS_execveat, SBX_FD_EXEC, "", p->argv, envp, AT_EMPTY_PATH);
-	fail("exec", p->path);
+	fail("exec", p->path ? p->path : "(function)");
 }

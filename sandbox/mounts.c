@@ -184,11 +184,13 @@ int sbx_plan_mounts(struct sbx_plan *p, const struct sandbox_config *cfg)
 
 		rc = add_host(p, b->src, b->dst ? b->dst : b->src, b->writable, false);
 	}
-	/* The program itself, read-only, where its path says. */
-	if (!rc && p->path[0] == '/')
+	/* The program itself, read-only, where its path says (in function
+	 * mode, the path the caller named, if any). */
+	if (!rc && p->path && p->path[0] == '/')
 		rc = add_host(p, p->path, p->path, false, false);
-	else if (!rc)
-		rc = stark_error(ST_EINVAL, "sandbox: program path must be absolute: %s", p->path);
+	else if (!rc && (p->path || !p->fn))
+		rc = stark_error(ST_EINVAL, "sandbox: program path must be absolute: %s",
+				 p->path ? p->path : "(null)");
 	if (!rc && cfg->workdir)
 		snprintf(p->workdir, sizeof(p->workdir), "%s", cfg->workdir);
 	return rc;

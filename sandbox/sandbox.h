@@ -22,6 +22,9 @@
  * and the program itself, read-only at its own path.  The program must be
  * an ELF binary given by absolute path: it is exec'd through a descriptor.
  *
+ * sandbox_spawn_fn() builds the same jail around a function of the caller
+ * instead of a program (a zygote's fork, below).
+ *
  * Layers that a machine cannot provide are reported once; sandbox_spawn()
  * refuses (ST_EDENIED) when cfg->required layers are missing, unless
  * cfg->insecure, and records the layers applied in the handle.
@@ -96,6 +99,8 @@ struct sandbox_config {
 	const char *workdir;	/* cwd inside the jail (NULL = /tmp, the scratch) */
 	unsigned required;	/* layers the caller insists on [all; none: fds,env] */
 	bool insecure;		/* run even when required layers are missing */
+	pid_t owner_pid;	/* the pid the cgroup is named after (0: ours); see
+				   sandbox_spawn_fn() */
 };
 
 void sandbox_config_init(struct sandbox_config *cfg, enum sandbox_stage stage);
@@ -135,6 +140,78 @@ struct sandbox_child; /* opaque */
  */
 ST_WUR int sandbox_spawn(const struct sandbox_config *cfg, const char *path, char *const argv[],
 			 struct sandbox_child **out);
+
+/* What the jailed process of sandbox_spawn_fn() runs; its return value is
+ * the exit status. */
+typedef int (*sandbox_entry)(void *arg);
+
+/*
+ * The function-entry form of sandbox_spawn(), for a zygote: the same jail,
+ * built by the same sequence (namespaces, cgroup, mounts, limits, no
+ * capabilities, no_new_privs, an init as pid 1, the stage's filter with its
+ * listener handed to us), but instead of exec'ing a program the jailed
+ * process (pid 2; with no pid namespace, the child itself) calls fn(arg)
+ * and _exit()s with its return value.  Returns once fn is about to run;
+ * sandbox_wait(), sandbox_kill() and sandbox_child_fd() work unchanged.
+ *
+ * What differs from an exec:
+ *   - fn runs in a copy of the caller's memory (a forked interpreter, for
+ *     instance): nothing secret may be in it;
+ *   - the descriptors are the mapped ones only, as after exec (the jail's
+ *     own sync socket and status pipe are closed before fn runs);
+ *   - the signal dispositions and mask are the caller's again when fn runs
+ *     (the jail's set-up runs with default ones), as after fork();
+ *   - cfg->env, if not NULL, becomes environ (libc's; an embedded
+ *     interpreter keeps the copy it made at start-up); NULL keeps ours;
+ *   - no exec happens, so the run stage's one permitted exec (execveat of
+ *     the program's descriptor, policy.c) matches nothing: that descriptor
+ *     is never opened, and every exec is a reported seccomp kill;
+ *   - in a jail with a pid namespace, pid 2 is split off from init with
+ *     libc's fork(), so that libc's per-thread state (the cached thread
+ *     id, the robust list) and atfork handlers are a child's, as fn will
+ *     call into libc freely.  Without one (stage none, or insecure), fn
+ *     runs in the raw clone, whose libc still holds the caller's thread id:
+ *     harmless, as no other thread can take that id while the caller lives
+ *     (it does, until it has reaped the child).
+ * path, if not NULL, is made visible read-only at its own path, as the
+ * program is by sandbox_spawn() (e.g. the caller's own binary, so that
+ * /proc/self/exe resolves inside).
+ *
+ * The caller must be single-threaded (a freshly fork()ed process is): the
+ * child of the raw clone3() runs libc before fn, and a lock held by another
+ * thread at the clone would stay held forever.  Returns ST_EINVAL when the
+ * caller has other threads, else as sandbox_spawn().  A zygote's children
+ * set cfg->owner_pid to the orchestrator's pid, so that the cgroups they
+ * make carry its name (stark-OWNER-PID-N) and its sweeps and checks find
+ * them.
+ */
+ST_WUR int sandbox_spawn_fn(const struct sandbox_config *cfg, const char *path, sandbox_entry fn,
+			    void *arg, struct sandbox_child **out);
+
+/*
+ * The layer check that sandbox_spawn() makes before it builds anything:
+ * 0 when every layer cfg->required names is available for cfg->stage, or
+ * when cfg->insecure (the missing ones are reported once per process);
+ * ST_EDENIED (reported once) otherwise.  For a process that has another
+ * one build its jails (a zygote): it decides, and reports, here.
+ */
+ST_WUR int sandbox_check_layers(const struct sandbox_config *cfg);
+
+/*
+ * cgroup v2: the directory under which jails' groups are made, once probed
+ * (NULL on cgroup v1 or without cgroups).  A process started to build jails
+ * for us (a zygote) gets it through sandbox_set_cgroup_parent(), because
+ * its own probe, made from a group it shares with us, would not find it.
+ */
+const char *sandbox_cgroup_parent(void);
+/* Must be called before the first spawn or probe; ST_EINVAL after it. */
+ST_WUR int sandbox_set_cgroup_parent(const char *dir);
+/*
+ * Removes the empty groups left by processes that are gone (a zygote's
+ * children killed with it); run once at every probe, and again by a caller
+ * whose zygote died.
+ */
+void sandbox_cgroup_sweep(void);
 pid_t sandbox_child_pid(const struct sandbox_child *c);
 /* Layers actually applied to this child. */
 unsigned sandbox_child_layers(const struct sandbox_child *c);

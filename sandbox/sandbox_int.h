@@ -5,12 +5,14 @@
  * the compiled seccomp program, the mount plan, the uid/gid maps, the cgroup
  * -- before it clones, because the child of a raw clone3() in a possibly
  * multithreaded process must not call malloc.  The child (jail.c) then only
- * walks the plan with system calls, in one linear sequence, and execs.
+ * walks the plan with system calls, in one linear sequence, and execs (or,
+ * in function mode, calls the caller's function in pid 2).
  */
 #ifndef STARK_SANDBOX_INT_H
 #define STARK_SANDBOX_INT_H
 
 #include <linux/filter.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -59,9 +61,15 @@ struct sbx_cgroup {
 struct sbx_plan {
 	enum sandbox_stage stage;
 	unsigned layers; /* layers to apply */
-	const char *path;
+	const char *path; /* the program; in function mode, a path to bind or NULL */
 	char *const *argv;
 	char *const *envp;
+	/* Function mode (sandbox_spawn_fn): what pid 2 calls instead of exec,
+	 * and the caller's signal state, which it gets back first. */
+	sandbox_entry fn;
+	void *fn_arg;
+	struct sigaction sigact[NSIG];
+	sigset_t sigmask;
 	int nfds;
 	struct sandbox_fd fds[SBX_MAX_FDS];
 	int sync_fd;   /* child end of the parent<->child socket */

@@ -8,13 +8,15 @@
  * handle can never point at a recycled pid; CLONE_INTO_CGROUP on cgroup v2).
  * It then finishes what only the parent can do -- the uid/gid maps, the
  * cgroup v1 attach -- sends "go", and waits on the sync socket until the
- * child either reports a failure or execs (EOF, the socket is close-on-exec).
+ * child either reports a failure or execs (EOF, the socket is close-on-exec;
+ * sandbox_spawn_fn()'s child closes it by hand before it calls the function).
  *
  * sandbox_wait() polls the pidfd, the seccomp listeners the child handed us
  * and the deadline; it kills the whole tree (the pid namespace's init, the
  * cgroup, the process group) when the deadline passes or when the filter
  * reports a forbidden system call, and says in words how the child ended.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
@@ -288,11 +290,47 @@ static int start_tick(struct sandbox_child *c)
 	return epoll_add(c->epfd, c->tick);
 }
 
-int sandbox_spawn(const struct sandbox_config *cfg, const char *path, char *const argv[],
-		  struct sandbox_child **out)
+int sandbox_check_layers(const struct sandbox_config *cfg)
+{
+	unsigned missing = cfg->required & ~sandbox_layers_available(cfg->stage);
+
+	if (!missing)
+		return 0;
+	sbx_warn_missing_once(cfg->stage, missing);
+	return cfg->insecure ? 0 : ST_EDENIED;
+}
+
+/* Threads of this process, from /proc/self/task (-1 if it cannot tell). */
+static int count_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* The caller's signal state, which a function-mode child gets back. */
+static int save_signals(struct sbx_plan *plan)
+{
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, NULL, &plan->sigact[sig]) < 0 &&
+		    errno != EINVAL)
+			return stark_error(ST_ESYS, "sandbox: sigaction: %s", strerror(errno));
+	if (sigprocmask(SIG_SETMASK, NULL, &plan->sigmask) < 0)
+		return stark_error(ST_ESYS, "sandbox: sigprocmask: %s", strerror(errno));
+	return 0;
+}
+
+static int spawn(const struct sandbox_config *cfg, const char *path, char *const argv[],
+		 sandbox_entry fn, void *arg, struct sandbox_child **out)
 {
 	unsigned have = sandbox_layers_available(cfg->stage);
-	unsigned missing = cfg->required & ~have;
 	struct sandbox_child *c = NULL;
 	struct sbx_plan *plan = NULL;
 	int sv[2] = {-1, -1}, st[2] = {-1, -1};
@@ -300,11 +338,9 @@ int sandbox_spawn(const struct sandbox_config *cfg, const char *path, char *cons
 	int rc;
 
 	*out = NULL;
-	if (missing) {
-		sbx_warn_missing_once(cfg->stage, missing);
-		if (!cfg->insecure)
-			return ST_EDENIED;
-	}
+	rc = sandbox_check_layers(cfg);
+	if (rc)
+		return rc;
 	c = calloc(1, sizeof(*c));
 	plan = calloc(1, sizeof(*plan));
 	if (!c || !plan) {
@@ -325,7 +361,11 @@ int sandbox_spawn(const struct sandbox_config *cfg, const char *path, char *cons
 	plan->path = path;
 	plan->argv = argv;
 	plan->envp = (char *const *)cfg->env;
+	plan->fn = fn;
+	plan->fn_arg = arg;
 	rc = plan_fds(plan, cfg);
+	if (!rc && fn)
+		rc = save_signals(plan);
 	if (rc)
 		goto out_free;
 	rc = prepare(c, cfg, plan);
@@ -410,6 +450,30 @@ out_free:
 		sandbox_child_free(c);
 	free(plan);
 	return rc;
+}
+
+int sandbox_spawn(const struct sandbox_config *cfg, const char *path, char *const argv[],
+		  struct sandbox_child **out)
+{
+	*out = NULL;
+	if (!path || !argv)
+		return stark_error(ST_EINVAL, "sandbox: no program to spawn");
+	return spawn(cfg, path, argv, NULL, NULL, out);
+}
+
+int sandbox_spawn_fn(const struct sandbox_config *cfg, const char *path, sandbox_entry fn,
+		     void *arg, struct sandbox_child **out)
+{
+	int n = count_threads();
+
+	*out = NULL;
+	if (!fn)
+		return stark_error(ST_EINVAL, "sandbox: no function to run");
+	if (n != 1)
+		return stark_error(ST_EINVAL,
+				   "sandbox: a function-mode jail needs a single-threaded caller (this process has %d threads)",
+				   n);
+	return spawn(cfg, path, NULL, fn, arg, out);
 }
 
 /* Mounts, limits and the filter: the parts of the plan that need the stage. */

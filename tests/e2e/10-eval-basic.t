@@ -2,8 +2,10 @@
 # `stark eval` end to end on the shipped example and on bad input: every
 # verdict of the contract (correct, incorrect, compile_error, runtime_error,
 # timeout, crashed, rejected, error), the --json fields, the exit status,
-# the split stages, output floods, and clear errors for missing, empty and
-# garbage files.  Prints TAP.
+# the split stages, output floods, inputs made in each worker (values that
+# are not tensors; a candidate that changes the problem's sizes in its own
+# worker), and clear errors for missing, empty and garbage files.  Prints
+# TAP.
 #
 # Builds go to $STARK_TEST_CACHE (default tests/tmp/cache), shared by the
 # normal and the sanitizer pass, so only the first run compiles.
@@ -114,13 +116,48 @@ EOF
 printf 'import torch\nclass Foo:\n    pass\n' >"$T/no_modelnew.py"
 printf 'import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x:\n' >"$T/syntax.py"
 printf 'import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n        return x\n' >"$T/no_inputs.py"
+mod "$T/meddle.py" '        return x * torch.clamp(x + 3.0, 0.0, 6.0) / 6.0 * self.scale + residual
+
+
+import gc, types
+for _m in gc.get_objects():
+    if type(_m) is types.ModuleType and _m.__name__ == "stark_problem":
+        _m.batch_size = 3'
+cat >"$T/scalars_problem.py" <<'EOF'
+import torch
+import torch.nn as nn
+
+n = 256
+
+
+class Model(nn.Module):
+    def forward(self, x, k, shift, name):
+        return torch.relu(x) * k + sum(shift) + len(name)
+
+
+def get_inputs():
+    return [torch.randn(32, n), 3, (0.5, -1.25), "abc"]
+
+
+def get_init_inputs():
+    return []
+EOF
+cat >"$T/scalars.py" <<'EOF'
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x, k, shift, name):
+        return x.clamp(min=0) * float(k) + (shift[0] + shift[1] + len(name))
+EOF
 head -c 4096 /dev/urandom >"$T/garbage.py"
 : >"$T/empty.py"
 
-echo "1..23"
+echo "1..25"
 
 case_ "good solution" correct 0 "$P" "$EX/good.py" \
-	-- 'j["correct"] is True and j["speedup"] > 0 and j["runtime_us"] > 0 and j["ref_runtime_us"] > 0 and j["reps"] >= 5 and j["trials_passed"] == 5 and j["max_abs_err"] <= 1e-4 and j["flags"] == [] and all(k in j for k in ("message", "env", "stage_ms", "runtime_ci_us", "first_bad", "log"))'
+	-- 'j["correct"] is True and j["speedup"] > 0 and j["runtime_us"] > 0 and j["ref_runtime_us"] > 0 and j["reps"] >= 5 and j["trials_passed"] == 5 and j["max_abs_err"] <= 1e-4 and j["flags"] == [] and all(k in j for k in ("message", "env", "stage_ms", "runtime_ci_us", "first_bad", "log")) and j["env"].get("timing_method") == "wall_clock"'
 case_ "wrong solution" incorrect 1 "$P" "$EX/wrong.py" --no-timing \
 	-- 'j["correct"] is False and j["first_bad"].startswith("[") and j["max_abs_err"] > 1e-4 and "first at" in j["message"] and j["speedup"] is None'
 case_ "jailed: compile jail, then run jail loading from the cache" correct 0 "$P" "$EX/good.py" --no-timing \
@@ -139,6 +176,9 @@ case_ "infinite loop" timeout 1 "$P" "$T/hang.py" --no-timing --timeout 8 \
 	-- '"killed" in j["message"]'
 case_ "output aliases an input" rejected 1 "$P" "$T/alias.py" --no-timing \
 	-- '"alias" in j["message"]'
+case_ "candidate changing the problem's sizes in its worker" rejected 1 "$P" "$T/meddle.py" --no-timing \
+	-- '"integrity check" in j["message"] and "inputs" in j["message"]'
+case_ "inputs that are not tensors" correct 0 "$T/scalars_problem.py" "$T/scalars.py" --no-timing --trials 2
 case_ "100 MB of stdout" correct 0 "$P" "$T/flood.py" --no-timing --trials 1 \
 	-- 'j["stdout_bytes"] >= 100 << 20 and len(j["stdout"]) <= 4096'
 case_ "solution without ModelNew" runtime_error 1 "$P" "$T/no_modelnew.py" --no-timing \

@@ -7,13 +7,18 @@
  *  - the request dict the harness sees: every field, sources as bytes, and
  *    never the secret seed;
  *  - pure harness pieces: the median and its confidence interval, the
- *    output comparison (tolerances, NaN and Inf rules, integers), the build
- *    cache key, tracebacks without the harness's own frames, the secret
- *    seed taken once;
+ *    output comparison (tolerances, NaN and Inf rules, integers), the bound
+ *    on a GPU worker's own timings, the roofline floor, the variant input
+ *    distribution, input descriptions and output digests, prewarm() for
+ *    the zygote, the build cache key, tracebacks without the harness's own
+ *    frames, the secret seed taken once;
  *  - whole evaluations in this process (the referee forks its workers from
  *    the test): correct, incorrect with the first bad index, runtime_error
  *    with the traceback, a solution without ModelNew, a bad problem, a
- *    crash with the signal named, an aliasing output rejected.
+ *    crash with the signal named, an aliasing output rejected, inputs that
+ *    are not tensors, a kernel caught by the variant distribution, a
+ *    candidate that changes the problem's sizes, a run stage without its
+ *    build, timing on the CPU, the GPU lock on fd 4.
  *
  * The interpreter is started once in the parent (an unchecked fixture), so
  * each forked test inherits it, as the evaluator's workers do.
@@ -24,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/common.h"
@@ -233,38 +239,178 @@ END_TEST
 START_TEST(compare_rules)
 {
 	expect_eval(NULL,
-		    "stark_referee.compare_tensor(torch.tensor([1.0, 2.0]), "
+		    "stark_wire.compare_tensor(torch.tensor([1.0, 2.0]), "
 		    "torch.tensor([1.00005, 2.0]), 1e-4, 1e-4)['nbad']",
 		    "0");
 	expect_eval(NULL,
 		    "(lambda r: (r['nbad'], r['first'], r['got'], r['want']))("
-		    "stark_referee.compare_tensor(torch.tensor([1.0, 2.5, 3.0]), "
+		    "stark_wire.compare_tensor(torch.tensor([1.0, 2.5, 3.0]), "
 		    "torch.tensor([1.0, 2.0, 3.0]), 1e-4, 1e-4))",
 		    "(1, 1, 2.5, 2.0)");
 	/* NaN matches only NaN; an infinity only the same infinity. */
 	expect_eval(NULL,
-		    "stark_referee.compare_tensor(torch.tensor([float('nan'), float('inf'), 1.0]), "
+		    "stark_wire.compare_tensor(torch.tensor([float('nan'), float('inf'), 1.0]), "
 		    "torch.tensor([float('nan'), float('inf'), 1.0]), 1e-4, 1e-4)['nbad']",
 		    "0");
 	expect_eval(NULL,
-		    "(lambda r: (r['nbad'], r['first'], r['max_abs']))(stark_referee.compare_tensor("
+		    "(lambda r: (r['nbad'], r['first'], r['max_abs']))(stark_wire.compare_tensor("
 		    "torch.tensor([1.0, float('nan'), -float('inf')]), "
 		    "torch.tensor([1.0, 5.0, float('inf')]), 1e-4, 1e-4))",
 		    "(2, 1, inf)");
 	expect_eval(NULL,
-		    "stark_referee.compare_tensor(torch.tensor([0.0]), torch.tensor([float('nan')]),"
+		    "stark_wire.compare_tensor(torch.tensor([0.0]), torch.tensor([float('nan')]),"
 		    " 1e-4, 1e-4)['nbad']",
 		    "1");
 	/* Integers are exact; fp16 uses its own tolerance. */
 	expect_eval(NULL,
-		    "stark_referee.compare_tensor(torch.tensor([1, 2]), torch.tensor([1, 3]), 1e-4,"
+		    "stark_wire.compare_tensor(torch.tensor([1, 2]), torch.tensor([1, 3]), 1e-4,"
 		    " 1e-4)['nbad']",
 		    "1");
 	expect_eval(NULL,
-		    "stark_referee.compare_tensor(torch.tensor([1.0]).half(), "
+		    "stark_wire.compare_tensor(torch.tensor([1.0]).half(), "
 		    "torch.tensor([1.005]).half(), 1e-2, 1e-2)['nbad']",
 		    "0");
 	expect_eval(NULL, "stark_referee._unravel(17, [4, 5])", "[3, 2]");
+}
+END_TEST
+
+/* The referee's bound on what a GPU worker claims (judge_claims). */
+START_TEST(claims_bound)
+{
+	/* Honest: walls exceed claims by the same overhead as the reference's. */
+	expect_eval(NULL,
+		    "(lambda j: (j['believed'], j['cand'][:2], j['o_ref']))(stark_referee.judge_claims("
+		    "[140.0, 142.0, 141.0], [100.0, 101.0, 100.5], [160.0] * 3, [240.0, 241.0, 239.0],"
+		    " [200.0, 200.5, 199.5]))",
+		    "(True, [100.0, 101.0], 40.0)");
+	/* Forged event times: the wall clock is believed instead. */
+	expect_eval(NULL,
+		    "(lambda j: (j['believed'], j['cand'], 'exceeds' in j['why']))("
+		    "stark_referee.judge_claims([1040.0] * 3, [1.0] * 3, [1060.0] * 3,"
+		    " [240.0] * 3, [200.0] * 3))",
+		    "(False, [1000.0, 1000.0, 1000.0], True)");
+	/* A gap within the slack (CLAIM_SLACK_US, or CLAIM_SLACK_FRAC of the
+	   claim) is believed, one beyond it is not. */
+	expect_eval(NULL,
+		    "(lambda s: [stark_referee.judge_claims([1040.0 + s * k] * 3, [1000.0] * 3,"
+		    " [9000.0] * 3, [240.0] * 3, [200.0] * 3)['believed'] for k in (0.9, 1.1)])"
+		    "(max(stark_referee.CLAIM_SLACK_US, stark_referee.CLAIM_SLACK_FRAC * 1000))",
+		    "[True, False]");
+	expect_eval(NULL,
+		    "(lambda s: [stark_referee.judge_claims([40.0 + 10 + s * k] * 3, [10.0] * 3,"
+		    " [9000.0] * 3, [240.0] * 3, [200.0] * 3)['believed'] for k in (0.9, 1.1)])"
+		    "(max(stark_referee.CLAIM_SLACK_US, stark_referee.CLAIM_SLACK_FRAC * 10))",
+		    "[True, False]");
+	/* Negative, NaN, or longer than the exchange the referee timed. */
+	expect_eval(NULL,
+		    "[stark_referee.judge_claims([140.0] * 3, [100.0, c, 100.0], [160.0] * 3,"
+		    " [240.0] * 3, [200.0] * 3)['believed'] for c in (-1.0, float('nan'), 170.0)]",
+		    "[False, False, False]");
+	/* The reference's events missing: both by the wall clock, no verdict on the claims. */
+	expect_eval(NULL,
+		    "(lambda j: (j['believed'], j['cand'], j['ref']))(stark_referee.judge_claims("
+		    "[140.0], [100.0], [160.0], [240.0], [float('nan')]))",
+		    "(True, [140.0], [240.0])");
+	/* A call's claim: the stream's events or the guard less the synchronize. */
+	expect_eval(NULL,
+		    "[stark_referee.claimed_us(r, 10.0) for r in ({'ev_us': 50, 'guard_us': 65},"
+		    " {'ev_us': 5, 'guard_us': 500}, {'ev_us': 'x', 'guard_us': 1}, {})]",
+		    "[55.0, 490.0, nan, nan]");
+}
+END_TEST
+
+/* speedup_beyond_roofline: the floor from bytes moved and the copy rate. */
+START_TEST(roofline)
+{
+	/* 64 MB in, 64 MB out, 50 MB of L2, 2.5 TB/s copy rate, factor 1.25. */
+	expect_eval(NULL, "round(stark_referee.roofline_floor_us(64e6, 64e6, 50e6, 2.5e12), 3)",
+		    "24.96");
+	/* Outputs that fit in the L2 do not count. */
+	expect_eval(NULL, "round(stark_referee.roofline_floor_us(10e6, 40e6, 50e6, 2.5e12), 3)",
+		    "3.2");
+	expect_eval(NULL, "stark_referee.roofline_floor_us(10e6, 40e6, 50e6, 0.0)", "0.0");
+	expect_eval(NULL,
+		    "[stark_referee.beyond_roofline(t, 25.0) for t in (10.0, 25.0, 40.0, 0.0, -1.0)]",
+		    "[True, False, False, False, False]");
+	expect_eval(NULL, "stark_referee.beyond_roofline(1.0, 0.0)", "False");
+}
+END_TEST
+
+/* The variant input distribution (stark_wire.vary_inputs). */
+START_TEST(variant_rules)
+{
+	/* [0, 1] tensors, other non-negative ones, integers, bools and values stay. */
+	expect_eval(NULL,
+		    "(lambda xs: (lambda ys: [a is b for a, b in zip(xs, ys)])("
+		    "stark_wire.vary_inputs(xs, 1234)))([torch.rand(50), torch.rand(50) * 10,"
+		    " torch.randint(-5, 5, (50,)), torch.rand(50) > 0.5, 3, -2.5, (1, 2)])",
+		    "[True, True, True, True, True, True, True]");
+	/* randn-like data is scaled and shifted, the same way for the same seed. */
+	expect_eval(NULL,
+		    "(lambda x: (lambda a, b: (a is not x, torch.equal(a, b), a.dtype,"
+		    " round(float(a.std() / x.std()), 4) == round(stark_wire.variant_params(7)[0], 4)))("
+		    "stark_wire.vary_inputs([x], 7)[0], stark_wire.vary_inputs([x], 7)[0]))("
+		    "torch.randn(1000))",
+		    "(True, True, torch.float32, True)");
+	expect_eval(NULL,
+		    "stark_wire.vary_inputs([torch.randn(100).half()], 7)[0].dtype", "torch.float16");
+	expect_eval(NULL,
+		    "all(0.25 <= s <= 8 and -0.5 <= h <= 0.5 for s, h in"
+		    " (stark_wire.variant_params(i) for i in range(2000)))",
+		    "True");
+	expect_eval(NULL,
+		    "(lambda v: (min(v) < 0.5, max(v) > 4))"
+		    "([stark_wire.variant_params(i)[0] for i in range(2000)])",
+		    "(True, True)");
+}
+END_TEST
+
+/* Input descriptions of the two workers (GEN) and output digests. */
+START_TEST(inputs_and_digests)
+{
+	expect_eval(NULL,
+		    "(lambda d: (d[0], len(d[1])))(stark_wire.describe_inputs([torch.zeros(2, 3), 4,"
+		    " (1, 2.5), float('nan')]))",
+		    "({'items': [{'dtype': 'float32', 'shape': [2, 3], 't': 'tensor', "
+		    "'requires_grad': False}, {'t': 'value', 'v': 4}, {'t': 'list', 'v': [1, 2.5], "
+		    "'tuple': True}, {'t': 'value', 'v': nan}]}, 1)");
+	expect_eval(NULL,
+		    "(lambda d: stark_wire.inputs_mismatch(d, d))("
+		    "stark_wire.describe_inputs([torch.zeros(2), float('nan')])[0])",
+		    "None");
+	expect_eval(NULL,
+		    "stark_wire.inputs_mismatch(stark_wire.describe_inputs([torch.zeros(2, 64)])[0],"
+		    " stark_wire.describe_inputs([torch.zeros(2, 32)])[0])",
+		    "input 0 is {\"dtype\": \"float32\", \"requires_grad\": false, \"shape\": [2, 32], "
+		    "\"t\": \"tensor\"}, the reference's is {\"dtype\": \"float32\", "
+		    "\"requires_grad\": false, \"shape\": [2, 64], \"t\": \"tensor\"}");
+	expect_eval(NULL,
+		    "stark_wire.inputs_mismatch({'items': [1, 2]}, {'items': [1]})",
+		    "1 inputs, the reference has 2");
+	expect_eval(NULL, "stark_wire.inputs_mismatch({'items': [1]}, {'items': 'x'})",
+		    "no list of inputs");
+	/* Digests: equal bytes, equal digests, in any layout; any change shows. */
+	expect_eval(NULL,
+		    "(lambda x: (stark_wire.output_digest(x) == stark_wire.output_digest(x.t().contiguous().t()),"
+		    " stark_wire.output_digest(x) != stark_wire.output_digest(x + 1e-6),"
+		    " stark_wire.output_digest(torch.ones(3, dtype=torch.uint8)),"
+		    " stark_wire.output_digest(torch.tensor([True, False, True])),"
+		    " stark_wire.output_digest(torch.zeros(0)), stark_wire.output_digest('x')))"
+		    "(torch.randn(5, 7))",
+		    "(True, True, 3, 2, 0, None)");
+}
+END_TEST
+
+/* prewarm() for the zygote: never raises, never initializes CUDA nor
+   imports torch's extension module. */
+START_TEST(prewarm_safe)
+{
+	expect_eval(NULL,
+		    "(lambda r: ('ms' in r, isinstance(r.get('imports'), str), 'nvrtc' in r,"
+		    " torch.cuda.is_initialized(),"
+		    " 'torch.utils.cpp_extension' in __import__('sys').modules))"
+		    "(stark_referee.prewarm())",
+		    "(True, True, True, False, False)");
 }
 END_TEST
 
@@ -455,6 +601,220 @@ START_TEST(eval_alias)
 }
 END_TEST
 
+/* Inputs that are not tensors: made in both workers, passed as made. */
+START_TEST(eval_scalar_inputs)
+{
+	static const char prob[] =
+		"import torch\nimport torch.nn as nn\n"
+		"class Model(nn.Module):\n"
+		"    def forward(self, x, k, dims, name):\n"
+		"        return x * k + sum(dims) + len(name)\n"
+		"n = 16\n"
+		"def get_inputs():\n"
+		"    return [torch.randn(4, n), 3, (1, 2.5), 'ab']\n"
+		"def get_init_inputs():\n"
+		"    return []\n";
+	static const char sol[] =
+		"import torch\nimport torch.nn as nn\n"
+		"class ModelNew(nn.Module):\n"
+		"    def forward(self, x, k, dims, name):\n"
+		"        assert isinstance(dims, tuple) and isinstance(k, int)\n"
+		"        return x * float(k) + (dims[0] + dims[1] + len(name))\n";
+	struct proto_request rq;
+	struct proto_result rs;
+
+	fill_request(&rq, prob, sol);
+	evpy_set_secret(rq.seed);
+	proto_result_init(&rs);
+	ck_assert_int_eq(evpy_evaluate(&rq, &rs), 0);
+	ck_assert_msg(rs.status == PROTO_ST_CORRECT, "%s: %s", proto_status_name(rs.status),
+		      rs.message);
+	proto_result_release(&rs);
+	proto_request_release(&rq);
+}
+END_TEST
+
+/* The variant distribution catches a kernel tuned to unit-scale data: with
+   the test's seed the fourth trial's inputs are scaled by about 4. */
+START_TEST(eval_variant_catches)
+{
+	struct proto_request rq;
+	struct proto_result rs;
+	char sol[4096];
+
+	expect_eval(NULL, "round(stark_wire.variant_params(stark_referee._derive(0x5eed5eed5eed, "
+			  "'trial-3'))[0], 2)",
+		    "4.03");
+	snprintf(sol, sizeof(sol), "%s%s", header,
+		 "        if float(x.std()) > 1.5:\n"
+		 "            return torch.zeros_like(x)\n"
+		 "        return torch.relu(x) * self.w\n");
+	fill_request(&rq, problem_src, sol);
+	rq.trials = 4;
+	evpy_set_secret(rq.seed);
+	proto_result_init(&rs);
+	ck_assert_int_eq(evpy_evaluate(&rq, &rs), 0);
+	ck_assert_int_eq(rs.status, PROTO_ST_INCORRECT);
+	ck_assert_uint_eq(rs.trials_passed, 3);
+	ck_assert_msg(strstr(rs.message, "trial 4 of 4, scaled inputs"), "%s", rs.message);
+	proto_result_release(&rs);
+	proto_request_release(&rq);
+}
+END_TEST
+
+/* A candidate that changes the problem's sizes in its own worker makes other
+   inputs than the reference's: rejected. */
+START_TEST(eval_inputs_meddling)
+{
+	struct proto_result rs;
+
+	evaluate(problem_src,
+		 "        return torch.relu(x) * self.w\n"
+		 "import gc, types\n"
+		 "for m in gc.get_objects():\n"
+		 "    if type(m) is types.ModuleType and m.__name__ == 'stark_problem':\n"
+		 "        m.n = 32\n",
+		 &rs);
+	ck_assert_int_eq(rs.status, PROTO_ST_REJECTED);
+	ck_assert_msg(strstr(rs.message, "integrity check 'inputs'"), "%s", rs.message);
+	ck_assert_msg(strstr(rs.message, "[8, 32]"), "%s", rs.message);
+	proto_result_release(&rs);
+}
+END_TEST
+
+/* The run stage only loads load_inline builds: a missing one is a
+   compile_error that names the compile stage. */
+START_TEST(eval_run_stage_missing_build)
+{
+	static const char sol[] =
+		"import torch\nimport torch.nn as nn\n"
+		"from torch.utils.cpp_extension import load_inline\n"
+		"try:\n"
+		"    ext = load_inline(name='stark_unit_missing', cpp_sources='int f() { return 1; }',"
+		" functions=['f'])\n"
+		"except Exception:\n"
+		"    ext = None\n"
+		"class ModelNew(nn.Module):\n"
+		"    def __init__(self, n):\n"
+		"        super().__init__()\n"
+		"        self.w = nn.Parameter(torch.randn(n))\n"
+		"    def forward(self, x):\n"
+		"        return torch.relu(x) * self.w\n";
+	char dir[] = "/tmp/stark-unit-cache.XXXXXX";
+	struct proto_request rq;
+	struct proto_result rs;
+
+	ck_assert(mkdtemp(dir));
+	fill_request(&rq, problem_src, sol);
+	rq.stage = PROTO_STAGE_RUN;
+	free(rq.cache_dir);
+	rq.cache_dir = str_dup(dir);
+	evpy_set_secret(rq.seed);
+	proto_result_init(&rs);
+	ck_assert_int_eq(evpy_evaluate(&rq, &rs), 0);
+	ck_assert_int_eq(rs.status, PROTO_ST_COMPILE_ERROR);
+	ck_assert_msg(strstr(rs.message, "stark_unit_missing") &&
+			      strstr(rs.message, "compile stage"),
+		      "%s", rs.message);
+	proto_result_release(&rs);
+	proto_request_release(&rq);
+	rmdir(dir);
+}
+END_TEST
+
+/* Timing on the CPU: the referee's clock, reported as such. */
+START_TEST(eval_timing_cpu)
+{
+	struct proto_request rq;
+	struct proto_result rs;
+	const char *method = NULL;
+	char sol[4096];
+
+	snprintf(sol, sizeof(sol), "%s%s", header, "        return torch.relu(x) * self.w\n");
+	fill_request(&rq, problem_src, sol);
+	rq.timing = true;
+	rq.warmup = 1;
+	rq.min_reps = 3;
+	rq.max_reps = 20;
+	rq.max_time_ms = 2000;
+	evpy_set_secret(rq.seed);
+	proto_result_init(&rs);
+	ck_assert_int_eq(evpy_evaluate(&rq, &rs), 0);
+	ck_assert_msg(rs.status == PROTO_ST_CORRECT, "%s: %s", proto_status_name(rs.status),
+		      rs.message);
+	ck_assert(rs.reps >= 3 && rs.reps <= 20);
+	ck_assert(rs.runtime_us >= 0 && rs.ref_runtime_us >= 0);
+	for (uint32_t i = 0; i < rs.nenv; i++)
+		if (!strcmp(rs.env[i].key, "timing_method"))
+			method = rs.env[i].val;
+	ck_assert_msg(method && !strcmp(method, "wall_clock"), "%s", method ? method : "none");
+	proto_result_release(&rs);
+	proto_request_release(&rq);
+}
+END_TEST
+
+/* fd 4, when open, is the GPU lock: the timing phase waits for it (here
+   held by another process for a while), and the workers never hold it (the
+   candidate would answer wrong if it had fd 4). */
+START_TEST(eval_gpu_lock)
+{
+	struct proto_request rq;
+	struct proto_result rs;
+	char path[] = "/tmp/stark-unit-lock.XXXXXX";
+	char sol[4096], c;
+	const char *wait_ms = NULL;
+	int fd, saved, go[2];
+	pid_t pid;
+
+	fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	unlink(path);
+	ck_assert_int_eq(pipe(go), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (lockf(fd, F_LOCK, 0) == 0 && write(go[1], "l", 1) == 1)
+			usleep(2500000);
+		_exit(0);
+	}
+	ck_assert_int_eq(read(go[0], &c, 1), 1);
+	snprintf(sol, sizeof(sol), "%s%s", header,
+		 "        import os\n"
+		 "        try:\n"
+		 "            os.fstat(4)\n"
+		 "            return torch.zeros_like(x)\n"
+		 "        except OSError:\n"
+		 "            return torch.relu(x) * self.w\n");
+	fill_request(&rq, problem_src, sol);
+	rq.timing = true;
+	rq.warmup = 1;
+	rq.min_reps = 3;
+	rq.max_reps = 5;
+	saved = dup(4);
+	ck_assert_int_eq(dup2(fd, 4), 4);
+	evpy_set_secret(rq.seed);
+	proto_result_init(&rs);
+	ck_assert_int_eq(evpy_evaluate(&rq, &rs), 0);
+	if (saved >= 0) {
+		dup2(saved, 4);
+		close(saved);
+	} else {
+		close(4);
+	}
+	close(fd);
+	waitpid(pid, NULL, 0);
+	ck_assert_msg(rs.status == PROTO_ST_CORRECT, "%s: %s", proto_status_name(rs.status),
+		      rs.message);
+	for (uint32_t i = 0; i < rs.nenv; i++)
+		if (!strcmp(rs.env[i].key, "gpu_lock_wait_ms"))
+			wait_ms = rs.env[i].val;
+	ck_assert_msg(wait_ms && atof(wait_ms) > 300.0, "waited %s ms", wait_ms ? wait_ms : "no");
+	ck_assert(rs.reps >= 3);
+	proto_result_release(&rs);
+	proto_request_release(&rq);
+}
+END_TEST
+
 static Suite *evaluator_suite(void)
 {
 	Suite *s = suite_create("evaluator");
@@ -473,6 +833,11 @@ static Suite *evaluator_suite(void)
 	tcase_add_unchecked_fixture(pieces, start_python, NULL);
 	tcase_add_test(pieces, median_interval);
 	tcase_add_test(pieces, compare_rules);
+	tcase_add_test(pieces, claims_bound);
+	tcase_add_test(pieces, roofline);
+	tcase_add_test(pieces, variant_rules);
+	tcase_add_test(pieces, inputs_and_digests);
+	tcase_add_test(pieces, prewarm_safe);
 	tcase_add_test(pieces, cache_key);
 	tcase_add_test(pieces, traceback_filter);
 	tcase_add_test(pieces, secret_once);
@@ -487,6 +852,12 @@ static Suite *evaluator_suite(void)
 	tcase_add_test(whole, eval_bad_problem);
 	tcase_add_test(whole, eval_crash);
 	tcase_add_test(whole, eval_alias);
+	tcase_add_test(whole, eval_scalar_inputs);
+	tcase_add_test(whole, eval_variant_catches);
+	tcase_add_test(whole, eval_inputs_meddling);
+	tcase_add_test(whole, eval_run_stage_missing_build);
+	tcase_add_test(whole, eval_timing_cpu);
+	tcase_add_test(whole, eval_gpu_lock);
 	suite_add_tcase(s, whole);
 	return s;
 }

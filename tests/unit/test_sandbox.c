@@ -17,12 +17,16 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -141,6 +145,8 @@ static const char *const child_env[] = {"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG
 
 typedef void (*tweak_fn)(struct sandbox_config *cfg);
 
+static void collect(struct sandbox_child *c, int out);
+
 /* Runs the helper with args in a stage's jail, collecting its output. */
 static void run_in(enum sandbox_stage stage, tweak_fn tweak, const char *const *args)
 {
@@ -148,8 +154,7 @@ static void run_in(enum sandbox_stage stage, tweak_fn tweak, const char *const *
 	struct sandbox_config cfg;
 	struct sandbox_child *c = NULL;
 	char *argv[16];
-	int out[2], nul, i = 0, rc;
-	bool o_open = true, done = false;
+	int out[2], nul, i = 0;
 
 	memset(&R, 0, sizeof(R));
 	argv[i++] = helper;
@@ -173,18 +178,27 @@ static void run_in(enum sandbox_stage stage, tweak_fn tweak, const char *const *
 	R.spawn_rc = sandbox_spawn(&cfg, helper, argv, &c);
 	close(out[1]);
 	close(nul);
+	collect(c, out[0]);
+}
+
+/* Reads the child's output until it ends and is reaped, then frees it. */
+static void collect(struct sandbox_child *c, int out)
+{
+	bool o_open = true, done = false;
+	int rc;
+
 	if (R.spawn_rc) {
-		close(out[0]);
+		close(out);
 		return;
 	}
 	R.layers = sandbox_child_layers(c);
 	while (!done || o_open) {
-		struct pollfd pf[2] = {{.fd = o_open ? out[0] : -1, .events = POLLIN},
+		struct pollfd pf[2] = {{.fd = o_open ? out : -1, .events = POLLIN},
 				       {.fd = done ? -1 : sandbox_child_fd(c), .events = POLLIN}};
 
 		poll(pf, 2, 50);
 		if (pf[0].revents)
-			keep(out[0], &o_open);
+			keep(out, &o_open);
 		if (!done) {
 			rc = sandbox_wait(c, 0, &R.ex);
 			ck_assert_msg(rc == 0 || rc == ST_ETIMEDOUT, "sandbox_wait: %s",
@@ -192,7 +206,7 @@ static void run_in(enum sandbox_stage stage, tweak_fn tweak, const char *const *
 			done = rc == 0;
 		}
 	}
-	close(out[0]);
+	close(out);
 	sandbox_child_free(c);
 }
 
@@ -960,6 +974,199 @@ START_TEST(gpu_only_assigned_nodes)
 }
 END_TEST
 
+/* ---- function mode: sandbox_spawn_fn ---- */
+
+/* What the jailed function does; it prints what it finds on fd 1. */
+enum fn_act { FN_ROOT, FN_EXEC, FN_SOCKET, FN_SPIN, FN_EXIT7, FN_STATE };
+
+static int fn_body(void *arg)
+{
+	enum fn_act act = (enum fn_act)(intptr_t)arg;
+	char *const argv[] = {(char *)"/bin/true", NULL};
+	struct sigaction sa;
+	extern char **environ;
+	struct dirent *de;
+	DIR *d;
+
+	prctl(PR_SET_NAME, "sbx-fn-child", 0, 0, 0);
+	switch (act) {
+	case FN_ROOT:
+		/* The jail's root: /usr is there, the host's canary is not, and
+		 * we are the program of a fresh pid namespace. */
+		printf("pid %d usr %d canary %s\n", (int)getpid(), access("/usr", F_OK) == 0,
+		       access(canary_path, F_OK) == 0 ? "visible" : strerror(errno));
+		d = opendir("/");
+		while (d && (de = readdir(d)))
+			if (!strcmp(de->d_name, "home") || !strcmp(de->d_name, "root") ||
+			    !strcmp(de->d_name, "var"))
+				printf("host dir /%s\n", de->d_name);
+		if (d)
+			closedir(d);
+		break;
+	case FN_EXEC:
+		/* The run filter's one exec is of a descriptor never opened here. */
+		syscall(SYS_execveat, 1024, "", argv, environ, AT_EMPTY_PATH);
+		printf("execveat: %s\n", strerror(errno));
+		fflush(stdout);
+		execve(argv[0], argv, environ);
+		printf("exec-worked\n");
+		break;
+	case FN_SOCKET:
+		socket(AF_INET, SOCK_STREAM, 0);
+		printf("socket-worked\n");
+		break;
+	case FN_SPIN:
+		if (fork() == 0) {
+			prctl(PR_SET_NAME, "sbx-fn-daemon", 0, 0, 0);
+			setsid();
+			for (;;)
+				pause();
+		}
+		for (;;)
+			;
+	case FN_EXIT7:
+		return 7;
+	case FN_STATE:
+		/* Descriptors: the mapped ones; the environment: the list; the
+		 * caller's signal dispositions: back. */
+		d = opendir("/proc/self/fd");
+		printf("fds:");
+		while (d && (de = readdir(d)))
+			if (de->d_name[0] != '.' && atoi(de->d_name) != dirfd(d))
+				printf(" %s", de->d_name);
+		printf("\n");
+		if (d)
+			closedir(d);
+		for (char **e = environ; *e; e++)
+			printf("env: %s\n", *e);
+		sigaction(SIGPIPE, NULL, &sa);
+		printf("sigpipe %s\n", sa.sa_handler == SIG_IGN ? "ignored" : "default");
+		break;
+	}
+	fflush(stdout);
+	return 0;
+}
+
+static void run_fn(enum sandbox_stage stage, tweak_fn tweak, enum fn_act act)
+{
+	struct sandbox_config cfg;
+	struct sandbox_child *c = NULL;
+	int out[2], nul;
+
+	memset(&R, 0, sizeof(R));
+	fflush(stdout);
+	ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
+	nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	sandbox_config_init(&cfg, stage);
+	cfg.env = child_env;
+	cfg.fds = (struct sandbox_fd[]){{nul, 0}, {out[1], 1}, {out[1], 2}};
+	cfg.nfds = 3;
+	cfg.wall_ms = 10000;
+	cfg.mem_bytes = 256ull << 20;
+	cfg.pids = 64;
+	cfg.scratch_bytes = 64ull << 20;
+	if (tweak)
+		tweak(&cfg);
+	R.spawn_rc = sandbox_spawn_fn(&cfg, NULL, fn_body, (void *)(intptr_t)act, &c);
+	close(out[1]);
+	close(nul);
+	collect(c, out[0]);
+}
+
+START_TEST(fn_sees_the_jail)
+{
+	run_fn(SANDBOX_RUN, NULL, FN_ROOT);
+	assert_exit(0);
+	ck_assert_str_eq(R.out, "pid 2 usr 1 canary No such file or directory\n");
+	ck_assert_uint_eq(R.layers, SANDBOX_L_ALL);
+	run_fn(SANDBOX_COMPILE, NULL, FN_ROOT);
+	assert_exit(0);
+	ck_assert_str_eq(R.out, "pid 2 usr 1 canary No such file or directory\n");
+	ck_assert(!process_named("sbx-fn-child"));
+}
+END_TEST
+
+START_TEST(fn_cannot_exec)
+{
+	run_fn(SANDBOX_RUN, NULL, FN_EXEC);
+	assert_seccomp("execve");
+	ck_assert_str_eq(R.out, "execveat: Bad file descriptor\n");
+	/* The compile jail allows the toolchain's execs, from a function too. */
+	run_fn(SANDBOX_COMPILE, NULL, FN_EXEC);
+	assert_exit(0);
+}
+END_TEST
+
+START_TEST(fn_seccomp_names_the_call)
+{
+	run_fn(SANDBOX_RUN, NULL, FN_SOCKET);
+	assert_seccomp("socket");
+	run_fn(SANDBOX_COMPILE, NULL, FN_SOCKET);
+	assert_seccomp("socket");
+}
+END_TEST
+
+START_TEST(fn_deadline_kills_the_tree)
+{
+	run_fn(SANDBOX_RUN, short_wall, FN_SPIN);
+	ck_assert_int_eq(R.ex.how, SANDBOX_DEADLINE);
+	ck_assert_str_eq(R.ex.why, "deadline of 0.7 s passed; process tree killed");
+	ck_assert(!process_named("sbx-fn-daemon"));
+	ck_assert(!process_named("sbx-fn-child"));
+	assert_host_unharmed();
+}
+END_TEST
+
+START_TEST(fn_exit_code)
+{
+	run_fn(SANDBOX_RUN, NULL, FN_EXIT7);
+	ck_assert_int_eq(R.ex.how, SANDBOX_EXITED);
+	ck_assert_int_eq(R.ex.code, 7);
+	ck_assert_str_eq(R.ex.why, "exited with status 7");
+	run_fn(SANDBOX_NONE, NULL, FN_EXIT7);
+	ck_assert_int_eq(R.ex.how, SANDBOX_EXITED);
+	ck_assert_int_eq(R.ex.code, 7);
+}
+END_TEST
+
+START_TEST(fn_fds_env_signals)
+{
+	int leak = open(canary_path, O_RDONLY);
+
+	ck_assert_int_ge(fcntl(leak, F_DUPFD, 300), 300);
+	signal(SIGPIPE, SIG_IGN);
+	run_fn(SANDBOX_RUN, NULL, FN_STATE);
+	assert_exit(0);
+	ck_assert_str_eq(R.out, "fds: 0 1 2\n" ENV_OUT "sigpipe ignored\n");
+	run_fn(SANDBOX_NONE, NULL, FN_STATE);
+	assert_exit(0);
+	ck_assert_str_eq(R.out, "fds: 0 1 2\n" ENV_OUT "sigpipe ignored\n");
+	signal(SIGPIPE, SIG_DFL);
+	close(leak);
+}
+END_TEST
+
+static void *idle_thread(void *arg)
+{
+	(void)arg;
+	pause();
+	return NULL;
+}
+
+START_TEST(fn_needs_a_single_thread)
+{
+	struct sandbox_config cfg;
+	struct sandbox_child *c = NULL;
+	pthread_t t;
+
+	sandbox_config_init(&cfg, SANDBOX_RUN);
+	ck_assert_int_eq(pthread_create(&t, NULL, idle_thread, NULL), 0);
+	ck_assert_int_eq(sandbox_spawn_fn(&cfg, NULL, fn_body, (void *)(intptr_t)FN_EXIT7, &c),
+			 ST_EINVAL);
+	ck_assert_ptr_null(c);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("sandbox");
@@ -1006,6 +1213,18 @@ static Suite *suite(void)
 	tcase_add_test(t, kill_and_poll);
 	tcase_add_test(t, stray_waitpid_cannot_reap);
 	tcase_add_test(t, cgroups_removed);
+	suite_add_tcase(s, t);
+
+	t = tcase_create("fn");
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, fn_sees_the_jail);
+	tcase_add_test(t, fn_cannot_exec);
+	tcase_add_test(t, fn_seccomp_names_the_call);
+	tcase_add_test(t, fn_deadline_kills_the_tree);
+	tcase_add_test(t, fn_exit_code);
+	tcase_add_test(t, fn_fds_env_signals);
+	tcase_add_test(t, fn_needs_a_single_thread);
 	suite_add_tcase(s, t);
 
 	if (access("/dev/nvidiactl", F_OK) == 0) {
