@@ -1179,9 +1179,12 @@ class Evaluation:
         env = self.res["env"]
         l2 = a.get("l2_bytes")
         if type(l2) is int:
-            env["l2_flush"] = ("%d MiB written from a context %.200s; persisting lines "
-                               "reset: %.100s" % (stark_worker.FLUSH_L2_TIMES * l2 >> 20,
-                                                  a.get("flush_context"), a.get("persist_reset")))
+            ctx = a.get("flush_context")
+            where = "a context of its own" if ctx == "own" else \
+                "the reference's context, %.200s" % ctx
+            env["l2_flush"] = ("%d MiB written from %s; persisting lines reset: %.100s"
+                               % (stark_worker.FLUSH_L2_TIMES * l2 >> 20, where,
+                                  a.get("persist_reset")))
         elif a.get("flush_error"):
             env["l2_flush"] = "failed: %.200s" % a.get("flush_error")
         na, nb = a.get("nvml"), b.get("nvml")
