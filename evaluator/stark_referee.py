@@ -49,6 +49,7 @@ import errno
 import fcntl
 import hashlib
 import importlib
+import json
 import math
 import os
 import shutil
@@ -82,8 +83,20 @@ LOCK_FD = 4                   # the GPU lock file, when the orchestrator passes 
 # digests in the CALL reply catch outputs finished after the reply whatever
 # the claim.
 CLAIM_SLACK_US = 150.0
+# Claims are disbelieved on medians of wall-clock times, which a few slow
+# exchanges can sway when there are few: timing goes on to this many calls
+# (time allowing) before claims that do not stand are given up.
+JUDGE_MIN_REPS = 30
 CLAIM_SLACK_FRAC = 0.25
 CLAIM_EPS_US = 2.0            # event resolution against the host clock
+# The reference's guard gap counts as work off its stream beyond this much
+# over the timed no-ops' (guard_base).
+GUARD_SIDE_US = 20.0
+# A candidate's median guard gap beyond the base counts as work off its
+# stream when it exceeds this: on the H100 the gaps of honest models in one
+# evaluation differ by up to 5 us (a 35 us kernel read 6% slow when any
+# excess counted), so work off the stream under this size goes unseen.
+GUARD_NOISE_US = 8.0
 # On scaled inputs the absolute tolerance grows with the outputs' mean
 # magnitude (rounding errors do), by at most this factor: 8x inputs into a
 # product of two.  Measured need: a row-wise cumsum of 2048 shifted inputs
@@ -93,6 +106,17 @@ VARIANT_ATOL_MAX = 64.0
 # tuned streaming kernel may beat a plain copy_ by some percent, so the floor
 # is this factor above the measured copy rate.
 ROOFLINE_FACTOR = 1.25
+# Before each timed GPU call the reference worker's flush context holds the
+# GPU with a spin long enough for the caller's launches to queue up behind it
+# (stark_worker.cmd_flush): SPIN_FACTOR times the slowest model's median host
+# time from the worker's wake-up to its last launch, plus SPIN_MARGIN_US for
+# the messages in between, within [SPIN_MIN_US, SPIN_CAP_US].  The first
+# calls, before any host time is known, get SPIN_START_US.
+SPIN_START_US = 400
+SPIN_MIN_US = 100
+SPIN_CAP_US = 2000
+SPIN_FACTOR = 1.5
+SPIN_MARGIN_US = 150
 
 # Library operators that do the heavy lifting of a problem.  A candidate that
 # dispatches one the reference also uses may simply be calling the op it was
@@ -122,6 +146,7 @@ HEAVY_OPS = {
     "aten::rnn_relu", "aten::cross_entropy_loss", "aten::nll_loss",
 }
 DEADLINE_MARGIN_S = 0.5       # left to report after the last wait
+ENDING_WAIT_S = 1.0           # how long a worker that hung up may take to exit
 
 
 class Verdict(Exception):
@@ -238,16 +263,49 @@ def _number(v):
     return float("nan")
 
 
-def claimed_us(reply, sync_us):
-    """A worker's own timing of one call (the CALL reply on GPUs): the
-    stream's event time, or the guard's (after a device-wide synchronize)
-    less the synchronize's own cost, whichever is longer, so work left on
-    side streams or host threads counts.  NaN when the reply has none."""
-    ev = _number(reply.get("ev_us")) if isinstance(reply, dict) else float("nan")
-    guard = _number(reply.get("guard_us")) if isinstance(reply, dict) else float("nan")
-    if not (math.isfinite(ev) and math.isfinite(guard)):
-        return float("nan")
-    return max(ev, guard - sync_us)
+def guard_base(replies_r, sync_us):
+    """What the device-wide synchronize and the guard event add to a timed
+    call with no work off its stream: the reference's median guard gap
+    (guard_us - ev_us) in the timed calls themselves, measured in the same
+    conditions as the candidate's, unless that gap exceeds the timed no-ops'
+    (sync_us) by more than GUARD_SIDE_US: then the reference does work off
+    its stream (trusted), and sync_us is the base."""
+    gaps = _gaps(replies_r)
+    if not gaps:
+        return sync_us
+    gap = _median(gaps)
+    return sync_us if gap - sync_us > GUARD_SIDE_US else gap
+
+
+def _gaps(replies):
+    out = []
+    for r in replies:
+        ev = _number(r.get("ev_us")) if isinstance(r, dict) else float("nan")
+        guard = _number(r.get("guard_us")) if isinstance(r, dict) else float("nan")
+        if math.isfinite(ev) and math.isfinite(guard):
+            out.append(guard - ev)
+    return out
+
+
+def claims_from(replies, base_us):
+    """A model's own timings of its calls (the CALL replies on GPUs): each
+    call's stream event time plus the work its calls leave off the stream
+    -- side streams, host threads -- taken as the median guard gap beyond
+    base_us (guard_base), the same for every call, and counted when it
+    exceeds GUARD_NOISE_US: a per-call maximum of the two readings would
+    add the guard's noise to every call.  Work the calls do off the stream
+    in most calls moves the median; a claim is NaN where the reply has no
+    valid readings."""
+    gaps = _gaps(replies)
+    extra = _median(gaps) - base_us if gaps else 0.0
+    if extra <= GUARD_NOISE_US:
+        extra = 0.0
+    out = []
+    for r in replies:
+        ev = _number(r.get("ev_us")) if isinstance(r, dict) else float("nan")
+        guard = _number(r.get("guard_us")) if isinstance(r, dict) else float("nan")
+        out.append(ev + extra if math.isfinite(ev) and math.isfinite(guard) else float("nan"))
+    return out
 
 
 def judge_claims(walls_c, claims_c, raws_c, walls_r, claims_r):
@@ -255,7 +313,7 @@ def judge_claims(walls_c, claims_c, raws_c, walls_r, claims_r):
     clock.  All values in microseconds, one per timed call: walls are the
     referee's times of the CALL exchanges (less the no-op round trip and
     run-queue waits), raws the whole exchanges, claims what the workers
-    reported (claimed_us).  The reference is trusted: its overhead
+    reported (claims_from).  The reference is trusted: its overhead
     o_ref = median(wall - claim) is what a call costs beyond its own time.
     The candidate's claims are disbelieved when one is negative, NaN or
     longer than its exchange, or when its median wall less o_ref exceeds
@@ -416,8 +474,11 @@ class WorkerHandle:
     def ending(self):
         """How the worker ended, in words (after it is gone)."""
         st = self.reap(block=False)
-        if st is None:
-            time.sleep(0.05)
+        # A process that closed its channel may take a while to be gone (a
+        # GPU process releases its device first): up to ENDING_WAIT_S.
+        t_end = time.monotonic() + ENDING_WAIT_S
+        while st is None and time.monotonic() < t_end:
+            time.sleep(0.01)
             st = self.reap(block=False)
         if st is None:
             return "closed its channel"
@@ -463,6 +524,10 @@ class Evaluation:
         self.max_rel = 0.0
         self.ref_call_max_ns = 0
         self.pair_max_s = 0.0
+        self.spin_us = SPIN_START_US
+        self.spin_seen = []             # spins queued (us), for the result
+        self.spin_error = None
+        self.launch_us = {"ref": [], "cand": []}   # host time to the last launch
         self.input_bytes = 0
         self.output_bytes = 0
         self.plain_mag = []         # outputs' mean magnitudes on plain inputs
@@ -562,9 +627,16 @@ class Evaluation:
         return w
 
     def teardown(self):
+        # Every worker signalled before any is waited for: a GPU process
+        # takes a while to release its device, and they can do it together.
+        t0 = time.monotonic()
+        for w in self.workers:
+            w.signal(signal.SIGKILL)
         for w in self.workers:
             w.kill()
             w.chan.close()
+        if self.workers:
+            self.res["env"]["teardown_ms"] = "%.0f" % ((time.monotonic() - t0) * 1e3)
         self.workers = []
         self.release_lock()
         for d in (self.tmp_cache, self.tmp_cubin):
@@ -647,13 +719,29 @@ class Evaluation:
             raise self.failed(w, e, what)
 
     # -- one call --------------------------------------------------------
-    def call(self, w, what, kind=None):
+    def note_launch(self, role, reply):
+        """Keeps the model's host time from wake-up to its last launch (the
+        first two host_us readings of its CALL reply) and sets the next
+        spin from both models' medians."""
+        host = reply.get("host_us") if isinstance(reply, dict) else None
+        if not (isinstance(host, list) and len(host) >= 2):
+            return
+        t = _number(host[0]) + _number(host[1])
+        if not (math.isfinite(t) and t >= 0):
+            return
+        self.launch_us[role].append(min(t, 1e6))
+        worst = max(_median(v) for v in self.launch_us.values() if v)
+        self.spin_us = int(min(max(SPIN_FACTOR * worst + SPIN_MARGIN_US, SPIN_MIN_US),
+                               SPIN_CAP_US))
+
+    def call(self, w, what, kind=None, args=None):
         """Runs forward on the worker's inputs; returns (elapsed ns as seen
         by the referee from the send of CALL to the reply, less the worker's
         run-queue waits; the reply; the whole exchange in ns).  A
         candidate's call gets CALL_FLOOR_S or CALL_FACTOR times the
         reference's slowest call, whichever is more (within the deadline)."""
         kind = kind or W.CALL
+        payload = json.dumps(args).encode() if args else b""
         deadline = self.deadline
         limit = None
         if w.role == "cand":
@@ -663,7 +751,7 @@ class Evaluation:
         def go():
             q0 = _runq_wait_ns(w.pid)
             t0 = time.perf_counter_ns()
-            w.chan.send(kind, b"", deadline)
+            w.chan.send(kind, payload, deadline)
             rkind, obj = w.chan.recv_json({W.OK: W.CONTROL_MAX, W.ERR: W.CONTROL_MAX},
                                           deadline)
             t1 = time.perf_counter_ns()
@@ -900,11 +988,22 @@ class Evaluation:
         ns, replies, raws = {}, {}, {}
         for role in order:
             w, other = (self.ref, self.cand) if role == "ref" else (self.cand, self.ref)
+            args = None
             if timed and self.cuda:
                 with _Stopped(self.cand):
-                    self.command(self.ref, W.FLUSH, None, "an L2 flush (%s)" % what)
+                    fl = self.command(self.ref, W.FLUSH, {"spin_us": self.spin_us},
+                                      "an L2 flush (%s)" % what)
+                fl = fl if isinstance(fl, dict) else {}
+                if type(fl.get("spin_us")) is int and fl["spin_us"] > 0:
+                    self.spin_seen.append(fl["spin_us"])
+                    args = {"queued": True}
+                elif fl.get("spin_error") and self.spin_error is None:
+                    self.spin_error = str(fl.get("spin_error"))[:200]
             with _Stopped(other):
-                ns[role], replies[role], raws[role] = self.call(w, "forward (%s)" % what, kind)
+                ns[role], replies[role], raws[role] = self.call(w, "forward (%s)" % what,
+                                                                kind, args)
+            if timed and self.cuda:
+                self.note_launch(role, replies[role])
         ref_meta, ref_facts = self.fetch_ref(what)
         self.output_bytes = max(self.output_bytes, sum(sp[2] for sp in ref_meta[1]))
         if variant:
@@ -1060,12 +1159,16 @@ class Evaluation:
             if not self.time_left_for(2):
                 break
             what = "warm-up call %d" % (i + 1)
-            bad = self.run_pair("warmup-%d" % i, what)[3]
+            bad = self.run_pair("warmup-%d" % i, what, timed=True)[3]
             if bad is not None:
                 raise Verdict("incorrect", bad)
         walls = {"ref": [], "cand": []}
         claims = {"ref": [], "cand": []}
         replies_seen = {"ref": [], "cand": []}
+
+        def all_claims():
+            base = guard_base(replies_seen["ref"], sync_us)
+            return {r: claims_from(replies_seen[r], base) for r in replies_seen}
         raws_c = []
         t_phase = time.monotonic()
         n = 0
@@ -1082,7 +1185,6 @@ class Evaluation:
             for role in ("ref", "cand"):
                 walls[role].append(max(ns[role] - noop[role], 0) / 1e3)
                 if self.cuda:
-                    claims[role].append(claimed_us(replies[role], sync_us))
                     replies_seen[role].append(replies[role])
             raws_c.append(raws["cand"] / 1e3)
             n += 1
@@ -1090,12 +1192,16 @@ class Evaluation:
                 continue
             if self.cuda:
                 # A claim that cannot be valid is judged by its wall time.
+                claims = all_claims()
                 conv = {r: [c if math.isfinite(c) else w for c, w in zip(claims[r], walls[r])]
                         for r in claims}
             else:
                 conv = walls
             if (median_ci(conv["ref"])[3] <= req["target_rse"] and
-                    median_ci(conv["cand"])[3] <= req["target_rse"]):
+                    median_ci(conv["cand"])[3] <= req["target_rse"] and
+                    (not self.cuda or n >= JUDGE_MIN_REPS or
+                     judge_claims(walls["cand"], claims["cand"], raws_c, walls["ref"],
+                                  claims["ref"])["believed"])):
                 stop_why = "target_rse"
                 break
             if (time.monotonic() - t_phase) * 1e3 >= req["max_time_ms"]:
@@ -1111,6 +1217,7 @@ class Evaluation:
         if n == 0:
             return              # no time was left to measure: no timings
         if self.cuda:
+            claims = all_claims()
             j = judge_claims(walls["cand"], claims["cand"], raws_c, walls["ref"], claims["ref"])
             cand_us, ref_us = j["cand"], j["ref"]
             if not j["believed"]:
@@ -1119,7 +1226,11 @@ class Evaluation:
                 env["timing_method"] = "wall_clock (%s)" % j["why"]
             else:
                 env["timing_method"] = "cuda_events"
-            env["timing_sync_us"] = "%.1f" % sync_us
+            env["timing_sync_us"] = "%.1f/%.1f" % (sync_us, guard_base(replies_seen["ref"], sync_us))
+            if self.spin_seen:
+                env["timing_spin_us"] = "%d-%d" % (min(self.spin_seen), max(self.spin_seen))
+            else:
+                env["timing_spin_us"] = "none (%s)" % (self.spin_error or "not queued")
             env["timing_detail_us"] = "; ".join(
                 "%s %s" % (role, self.call_detail(replies_seen[role], walls[role]))
                 for role in ("ref", "cand"))[:1000]
@@ -1354,10 +1465,16 @@ class Evaluation:
             self.stage_compile()
         self.load_models()
         self.check_trials()
+        t0 = time.monotonic()
         self.probe_ops()
+        t1 = time.monotonic()
         if self.req["timing"]:
             self.time_models()
+        t2 = time.monotonic()
         self.probe_shape()
+        # The probes' cost, which stage_ms leaves out: ops, shape.
+        self.res["env"]["probe_ms"] = "%.0f/%.0f" % ((t1 - t0) * 1e3,
+                                                     (time.monotonic() - t2) * 1e3)
         msg = "%d of %d trials match (max abs err %.3g, max rel err %.3g)" % (
             self.res["trials_passed"], self.res["trials_run"], self.max_abs, self.max_rel)
         r = self.res

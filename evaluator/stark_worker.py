@@ -46,6 +46,31 @@ import stark_wire as W
 TRACEBACK_MAX = 200000
 FLUSH_L2_TIMES = 2            # an L2 flush writes this many times the L2's size
 BANDWIDTH_BYTES = 256 << 20   # buffer of the copy-rate measurement
+SPIN_MAX_US = 5000            # the longest spin a FLUSH may ask for
+
+# The spin that follows a flush (see cmd_flush): one thread polling the
+# GPU's global timer until spin_ns have passed.  PTX, so the driver builds
+# it for whatever GPU this is, without NVRTC.
+SPIN_PTX = b"""\
+.version 7.0
+.target sm_75
+.address_size 64
+
+.visible .entry stark_spin(.param .u64 stark_spin_ns)
+{
+	.reg .pred %p<2>;
+	.reg .b64 %rd<5>;
+
+	ld.param.u64 %rd1, [stark_spin_ns];
+	mov.u64 %rd2, %globaltimer;
+	add.s64 %rd3, %rd2, %rd1;
+$L_loop:
+	mov.u64 %rd4, %globaltimer;
+	setp.lt.u64 %p1, %rd4, %rd3;
+	@%p1 bra $L_loop;
+	ret;
+}
+\0"""
 
 
 def _error(phase, exc, extra=None):
@@ -317,6 +342,11 @@ class Worker:
         self.outputs = None
         self.snapshot = None
         self.kept = None
+        if self.device.type == "cuda":
+            # Inputs complete before the next command: a timed call queued
+            # behind the flush context's spin must find nothing of this
+            # context's left to wait for (see _timed).
+            torch.cuda.synchronize(self.device)
         return {"items": desc["items"],
                 "bytes": sum(t.numel() * t.element_size() for t in placed)}
 
@@ -364,26 +394,29 @@ class Worker:
             self.events.append(torch.cuda.Event())
         return self.events
 
-    def _timed(self, fn):
+    def _timed(self, fn, queued=False):
         """Runs fn() between CUDA events on the current stream, then a
         device-wide synchronize and a guard event: start->end is what the
         stream saw, start->guard also covers work left on side streams or
         launched by host threads.  Returns (fn's result, timing dict).
 
-        The GPU runs one process's context at a time, and switching to this
-        one (the last work was another process's: a flush, the other
-        model) takes 100 us or more.  A first event, waited for, makes the
-        switch before the start event: otherwise the start event would run
-        late while the host already queues the model's kernels, hiding the
-        launch overhead of whichever model came after a switch."""
+        The GPU runs one process's context at a time.  When `queued`, the
+        reference worker's flush context holds the GPU with a spin (see
+        cmd_flush): the start event and fn's launches queue up behind it
+        and run back to back once the GPU switches to this context, so
+        start->end is the GPU's time for fn, not the host's time to launch
+        it, and the switch itself comes before the start event.  Without a
+        spin, a first event, waited for, makes the switch before the start
+        event, and the host's launch time counts."""
         dev = self.device
         clock = time.perf_counter
         h0 = clock()
         torch.cuda.synchronize(dev)
         stream = torch.cuda.current_stream(dev)
         start, end, guard, switch = self._events()
-        switch.record(stream)
-        switch.synchronize()
+        if not queued:
+            switch.record(stream)
+            switch.synchronize()
         h1 = clock()
         start.record(stream)
         out = fn()
@@ -406,11 +439,11 @@ class Worker:
         with torch.no_grad():
             return self.model(*self.inputs)
 
-    def cmd_call(self):
+    def cmd_call(self, args):
         self.outputs = None
         self.kept = None
         if self.device.type == "cuda":
-            self.outputs, info = self._timed(self._forward)
+            self.outputs, info = self._timed(self._forward, args.get("queued") is True)
             out = self.outputs
             items = list(out) if isinstance(out, (tuple, list)) else [out]
             h = time.perf_counter()
@@ -440,7 +473,7 @@ class Worker:
         flag); the outputs are kept for FETCH like after CALL."""
         prof = torch.autograd.profiler.profile()
         with prof:
-            self.cmd_call()
+            self.cmd_call({})
         names = sorted({str(e.name)[:120] for e in prof.function_events})
         return {"ops": names[:4000]}
 
@@ -632,15 +665,24 @@ class Worker:
                                              dtype=torch.uint8, device=self.device)
                 torch.cuda.synchronize(self.device)
 
-    def cmd_flush(self):
+    def cmd_flush(self, args):
         """Before every timed call of either model: persisting L2 lines reset
         and twice the L2's size written, then the device synchronized.  L2
         is shared by every context on the GPU, so what this trusted worker
         writes evicts what the candidate's process left there.  The writes
         come from a context of their own (_FlushContext), so that both
-        models' calls follow another context's work alike (see _timed).  A
-        flush that cannot be made (no memory for its buffer) is reported by
-        DEVICE_INFO and skipped here: timing goes on, warmer."""
+        models' calls follow another context's work alike.
+
+        With {"spin_us": n}, the flush context then keeps the GPU busy for
+        n microseconds and the reply does not wait for it: the next timed
+        call's launches queue up meanwhile and run back to back (see
+        _timed), so the host's launch time stops counting.  The candidate
+        cannot use the GPU during the spin, since the GPU runs one context
+        at a time and the spin's is this worker's.  The reply says whether
+        a spin is queued ("spin_us", 0 if not, and why in "spin_error").
+
+        A flush that cannot be made (no memory for its buffer) is reported
+        by DEVICE_INFO and skipped here: timing goes on, warmer."""
         if self.device.type != "cuda":
             return {}
         try:
@@ -650,12 +692,14 @@ class Worker:
         if self.persist_error is None:
             self._reset_persisting()
         self.flush_n += 1
+        spin = args.get("spin_us")
+        spin = min(max(int(spin), 0), SPIN_MAX_US) if type(spin) is int else 0
         if self.flush_ctx is not None:
-            self.flush_ctx.flush(self.flush_n & 0xFF)
-        elif self.flush_buf is not None:
+            return self.flush_ctx.flush(self.flush_n & 0xFF, spin * 1000)
+        if self.flush_buf is not None:
             self.flush_buf.fill_(self.flush_n & 0xFF)
             torch.cuda.synchronize(self.device)
-        return {}
+        return {"spin_us": 0, "spin_error": "no flush context of its own"}
 
     def _copy_bandwidth(self):
         """The device's copy rate in bytes moved (read + written) per second:
@@ -715,8 +759,8 @@ class Worker:
     # -- the loop --------------------------------------------------------
     def serve(self):
         chan = self.chan
-        caps = {W.LOAD: 1 << 16, W.COMPILE: 1 << 16, W.GEN: 1 << 20, W.CALL: 0,
-                W.FETCH: 0, W.COMPARE: W.HEADER_MAX, W.FLUSH: 0, W.TIMED_NOOP: 0,
+        caps = {W.LOAD: 1 << 16, W.COMPILE: 1 << 16, W.GEN: 1 << 20, W.CALL: 64,
+                W.FETCH: 0, W.COMPARE: W.HEADER_MAX, W.FLUSH: 64, W.TIMED_NOOP: 0,
                 W.DEVICE_INFO: 1 << 12, W.PING: 0, W.QUIT: 0, W.PROFILE: 0}
         phases = {W.LOAD: "load", W.GEN: "inputs", W.COMPARE: "compare",
                   W.FLUSH: "device", W.DEVICE_INFO: "device"}
@@ -746,13 +790,13 @@ class Worker:
                 elif kind == W.COMPARE:
                     info, err = self.cmd_compare(args), None
                 elif kind == W.FLUSH:
-                    info, err = self.cmd_flush(), None
+                    info, err = self.cmd_flush(args), None
                 elif kind == W.TIMED_NOOP:
                     info, err = self.cmd_timed_noop(), None
                 elif kind == W.DEVICE_INFO:
                     info, err = self.cmd_device_info(args), None
                 else:
-                    info, err = self.cmd_call(), None
+                    info, err = self.cmd_call(args), None
             except W.WorkerGone:
                 raise
             except BaseException as e:
@@ -770,8 +814,9 @@ class Worker:
 
 class _FlushContext:
     """A CUDA context of the reference worker's own, beside PyTorch's, with
-    a buffer for L2 flushes (driver API through stark_cuda's libcuda).  The
-    flush runs in it and leaves PyTorch's context current again."""
+    a buffer for L2 flushes and the spin kernel (driver API through
+    stark_cuda's libcuda).  Flushes and spins run in it and leave
+    PyTorch's context current again."""
 
     def __init__(self, ordinal, nbytes):
         lib = stark_cuda._cuda()
@@ -798,6 +843,16 @@ class _FlushContext:
             self._pop()
             lib.cuCtxDestroy_v2(ctx)
             raise
+        self.spin_fn, self.spin_error = None, None
+        try:
+            mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
+            stark_cuda._check(lib.cuModuleLoadData(ctypes.byref(mod), SPIN_PTX),
+                              "cuModuleLoadData(spin)")
+            stark_cuda._check(lib.cuModuleGetFunction(ctypes.byref(fn), mod, b"stark_spin"),
+                              "cuModuleGetFunction(stark_spin)")
+            self.spin_fn = fn
+        except Exception as e:
+            self.spin_error = _exc_text(e)
         self._pop()
         self.nbytes = nbytes
 
@@ -805,15 +860,29 @@ class _FlushContext:
         popped = ctypes.c_void_p()
         self.lib.cuCtxPopCurrent_v2(ctypes.byref(popped))
 
-    def flush(self, value):
+    def flush(self, value, spin_ns=0):
+        """The flush, synchronized; then, when spin_ns > 0, the spin kernel
+        launched and left running.  Returns FLUSH's reply."""
         lib = self.lib
+        reply = {"spin_us": 0}
         stark_cuda._check(lib.cuCtxPushCurrent_v2(self.ctx), "cuCtxPushCurrent")
         try:
             lib.cuCtxResetPersistingL2Cache()
             stark_cuda._check(lib.cuMemsetD8_v2(self.ptr.value, value, self.nbytes), "cuMemsetD8")
             stark_cuda._check(lib.cuCtxSynchronize(), "cuCtxSynchronize")
+            if spin_ns > 0 and self.spin_fn is not None:
+                arg = ctypes.c_uint64(spin_ns)
+                params = (ctypes.c_void_p * 1)(ctypes.addressof(arg))
+                rc = lib.cuLaunchKernel(self.spin_fn, 1, 1, 1, 1, 1, 1, 0, None, params, None)
+                if rc == 0:
+                    reply["spin_us"] = spin_ns // 1000
+                else:
+                    reply["spin_error"] = "cuLaunchKernel(stark_spin): error %d" % rc
+            elif spin_ns > 0:
+                reply["spin_error"] = self.spin_error
         finally:
             self._pop()
+        return reply
 
 
 def _magnitude(t):

@@ -105,9 +105,10 @@ static curl_socket_t open_cloexec(void *ud, curlsocktype purpose, struct curl_so
 }
 
 /*
- * libcurl 7.88 also opens a wakeup socketpair in curl_multi_init() without
- * CLOEXEC, and offers no hook for it.  So list the descriptors before and
- * after and mark the new sockets close-on-exec.  Best effort (children close
+ * libcurl also opens a wakeup channel in curl_multi_init() without CLOEXEC
+ * (7.88: a socketpair; the 8.x releases may use a pipe), and offers no hook for
+ * it.  So list the descriptors before and after and mark the new sockets
+ * and pipes close-on-exec.  Best effort (children close
  * everything above 2 anyway); a socket another thread opens meanwhile only
  * becomes close-on-exec, which STARK never relies on the opposite of.
  */
@@ -151,7 +152,7 @@ static CURLM *multi_init_cloexec(void)
 		int fl;
 
 		old = bsearch(&after[i], before, nb, sizeof(int), cmp_int) != NULL;
-		if (old || fstat(after[i], &st) || !S_ISSOCK(st.st_mode))
+		if (old || fstat(after[i], &st) || !(S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode)))
 			continue;
 		fl = fcntl(after[i], F_GETFD);
 		if (fl >= 0 && !(fl & FD_CLOEXEC))

@@ -51,7 +51,7 @@ void proto_request_init(struct proto_request *rq)
 	rq->tol_fp32 = (struct proto_tolerance){1e-4, 1e-4};
 	rq->tol_fp16 = (struct proto_tolerance){1e-2, 1e-2};
 	rq->timing = true;
-	rq->warmup = 3;
+	rq->warmup = 1;
 	rq->min_reps = 5;
 	rq->max_reps = 1000;
 	rq->max_time_ms = 5000;

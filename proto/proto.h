@@ -112,8 +112,8 @@ struct proto_request {
 					    [1e-2, 1e-2] */
 	bool timing;			/* "timing": measure speed when correct
 					   [true] */
-	uint32_t warmup;		/* "warmup": untimed calls per model,
-					   0..PROTO_WARMUP_MAX [3] */
+	uint32_t warmup;		/* "warmup": untimed calls per model after the trials,
+					   0..PROTO_WARMUP_MAX [1]: the trials warm up too */
 	uint32_t min_reps;		/* "min_reps": 1..PROTO_REPS_MAX [5] */
 	uint32_t max_reps;		/* "max_reps": min_reps..PROTO_REPS_MAX
 					   [1000] */

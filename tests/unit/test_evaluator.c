@@ -311,11 +311,23 @@ START_TEST(claims_bound)
 		    "(lambda j: (j['believed'], j['cand'], j['ref']))(stark_referee.judge_claims("
 		    "[140.0], [100.0], [160.0], [240.0], [float('nan')]))",
 		    "(True, [140.0], [240.0])");
-	/* A call's claim: the stream's events or the guard less the synchronize. */
+	/* Calls' claims: the stream's events plus the median guard gap beyond
+	   the base; the guard's noise in single calls adds nothing. */
 	expect_eval(NULL,
-		    "[stark_referee.claimed_us(r, 10.0) for r in ({'ev_us': 50, 'guard_us': 65},"
-		    " {'ev_us': 5, 'guard_us': 500}, {'ev_us': 'x', 'guard_us': 1}, {})]",
-		    "[55.0, 490.0, nan, nan]");
+		    "stark_referee.claims_from([{'ev_us': 50, 'guard_us': 65}, {'ev_us': 40, 'guard_us': 60},"
+		    " {'ev_us': 45, 'guard_us': 60}], 15.0)",
+		    "[50.0, 40.0, 45.0]");
+	/* Work left off the stream in most calls counts in every claim. */
+	expect_eval(NULL,
+		    "stark_referee.claims_from([{'ev_us': 5, 'guard_us': 515}, {'ev_us': 5, 'guard_us': 515},"
+		    " {'ev_us': 50, 'guard_us': 65}, {'ev_us': 'x', 'guard_us': 1}, {}], 15.0)",
+		    "[500.0, 500.0, 545.0, nan, nan]");
+	/* The base: the reference's own median gap in timed calls, or the
+	   timed no-ops' when the reference leaves work off its stream. */
+	expect_eval(NULL,
+		    "[stark_referee.guard_base([{'ev_us': 50, 'guard_us': 50 + g}] * 3, 12.0)"
+		    " for g in (17.0, 200.0)] + [stark_referee.guard_base([], 12.0)]",
+		    "[17.0, 12.0, 12.0]");
 }
 END_TEST
 
@@ -779,12 +791,16 @@ START_TEST(eval_gpu_lock)
 	}
 	ck_assert_int_eq(read(go[0], &c, 1), 1);
 	snprintf(sol, sizeof(sol), "%s%s", header,
-		 "        import os\n"
+		 "        import os, stat\n"
 		 "        try:\n"
-		 "            os.fstat(4)\n"
-		 "            return torch.zeros_like(x)\n"
+		 "            st = os.fstat(4)\n"
 		 "        except OSError:\n"
-		 "            return torch.relu(x) * self.w\n");
+		 "            st = None\n"
+		 "        # The lock: an unlinked regular file (a GPU driver may\n"
+		 "        # open its device nodes at fd 4 in the worker).\n"
+		 "        if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink == 0:\n"
+		 "            return torch.zeros_like(x)\n"
+		 "        return torch.relu(x) * self.w\n");
 	fill_request(&rq, problem_src, sol);
 	rq.timing = true;
 	rq.warmup = 1;

@@ -922,7 +922,9 @@ static pid_t raw_zygote(int *ctl)
 	ck_assert_int_eq(recv(sv[0], &ready, sizeof(ready), 0), (ssize_t)sizeof(ready));
 	ck_assert_int_eq(ready.magic, EVAL_ZMAGIC);
 	ck_assert_int_eq(ready.pid, pid);
-	ck_assert_uint_eq(ready.threads, 1);
+	/* Recorded, not required to be 1: a CUDA build of torch leaves
+	 * threads behind at import (16 on the H100 machine). */
+	ck_assert_uint_ge(ready.threads, 1);
 	*ctl = sv[0];
 	return pid;
 }
@@ -1022,15 +1024,19 @@ START_TEST(zygote_refuses_bad_jobs)
 END_TEST
 
 /* Pids in the groups of our jails, stark-OURPID-* (other stark processes
- * on this machine have their own). */
+ * on this machine have their own): under the parent the sandbox probed on
+ * cgroup v2, else under our own group. */
 static size_t jail_tasks(pid_t *out, size_t max)
 {
 	char own[512] = "", line[600], path[1200], prefix[32];
 	size_t n = 0;
-	FILE *f = fopen("/proc/self/cgroup", "r");
+	const char *parent = sandbox_cgroup_parent();
+	FILE *f = parent ? NULL : fopen("/proc/self/cgroup", "r");
 	DIR *d;
 	struct dirent *de;
 
+	if (parent)
+		snprintf(own, sizeof(own), "%s", parent);
 	/* v1: the pids hierarchy; else v2's unified one. */
 	while (f && fgets(line, sizeof(line), f)) {
 		char *c = strchr(line, ':'), *q = c ? strchr(c + 1, ':') : NULL;
@@ -1065,11 +1071,26 @@ static size_t jail_tasks(pid_t *out, size_t max)
 	return n;
 }
 
+/* o (initialized, evaluator set) as the run jail `stark` would make:
+ * $STARK_SANDBOX_BINDS bound (where torch lives outside /usr, as on the GPU
+ * machine), cache a read-only directory of its own. */
+static void run_jail(struct evalrun_opts *o, struct evalrun_binds *b, char *cache)
+{
+	struct evalrun_opts compile;
+
+	ck_assert_ptr_nonnull(mkdtemp(cache));
+	evalrun_opts_init(&compile);
+	compile.evaluator = o->evaluator;
+	evalrun_jail_opts(&compile, o, cache, "cpu", false, b);
+}
+
 START_TEST(zygote_lost_then_restarted)
 {
 	struct evalrun_zygote *z;
 	struct evalrun_zygote_stats st1, st2;
 	struct evalrun_opts o;
+	struct evalrun_binds binds;
+	char cache[] = "/tmp/stark-test-cache.XXXXXX";
 	struct evalrun *er;
 	struct proto_request rq;
 	struct proto_result rs;
@@ -1083,7 +1104,7 @@ START_TEST(zygote_lost_then_restarted)
 	ck_assert_uint_eq(st1.starts, 1);
 	evalrun_opts_init(&o);
 	o.evaluator = evaluator;
-	o.sandbox = SANDBOX_RUN;
+	run_jail(&o, &binds, cache);
 	o.zygote = z;
 	make_request(&rq, CAND_HANG, 60000);
 	ck_assert_int_eq(evalrun_start(&o, &rq, &er), 0);
@@ -1110,6 +1131,7 @@ START_TEST(zygote_lost_then_restarted)
 	proto_result_release(&rs);
 	proto_request_release(&rq);
 	evalrun_zygote_free(z);
+	rmdir(cache);
 	ck_assert_int_ne(kill(st2.pid, 0), 0);
 }
 END_TEST
@@ -1118,6 +1140,8 @@ START_TEST(zygote_deadline_and_cancel)
 {
 	struct evalrun_zygote *z;
 	struct evalrun_opts o;
+	struct evalrun_binds binds;
+	char cache[] = "/tmp/stark-test-cache.XXXXXX";
 	struct evalrun *er;
 	struct proto_request rq;
 	struct proto_result rs;
@@ -1130,7 +1154,7 @@ START_TEST(zygote_deadline_and_cancel)
 	ck_assert_int_eq(evalrun_zygote_start(evaluator, NULL, &z), 0);
 	evalrun_opts_init(&o);
 	o.evaluator = evaluator;
-	o.sandbox = SANDBOX_RUN;
+	run_jail(&o, &binds, cache);
 	o.zygote = z;
 	o.grace_ms = 1000;
 	/* Deadline: every process of the jail stopped, so only the
@@ -1176,6 +1200,7 @@ START_TEST(zygote_deadline_and_cancel)
 	proto_result_release(&rs);
 	proto_request_release(&rq);
 	evalrun_zygote_free(z);
+	rmdir(cache);
 }
 END_TEST
 
