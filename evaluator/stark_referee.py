@@ -1163,7 +1163,6 @@ class Evaluation:
             if bad is not None:
                 raise Verdict("incorrect", bad)
         walls = {"ref": [], "cand": []}
-        claims = {"ref": [], "cand": []}
         replies_seen = {"ref": [], "cand": []}
 
         def all_claims():
