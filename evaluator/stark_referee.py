@@ -277,14 +277,16 @@ def guard_base(replies_r, sync_us):
     return sync_us if gap - sync_us > GUARD_SIDE_US else gap
 
 
+def _readings(reply):
+    """(ev_us, guard_us) of a CALL reply, NaN where missing or invalid."""
+    if not isinstance(reply, dict):
+        return float("nan"), float("nan")
+    return _number(reply.get("ev_us")), _number(reply.get("guard_us"))
+
+
 def _gaps(replies):
-    out = []
-    for r in replies:
-        ev = _number(r.get("ev_us")) if isinstance(r, dict) else float("nan")
-        guard = _number(r.get("guard_us")) if isinstance(r, dict) else float("nan")
-        if math.isfinite(ev) and math.isfinite(guard):
-            out.append(guard - ev)
-    return out
+    pairs = [_readings(r) for r in replies]
+    return [g - e for e, g in pairs if math.isfinite(e) and math.isfinite(g)]
 
 
 def claims_from(replies, base_us):
@@ -300,12 +302,9 @@ def claims_from(replies, base_us):
     extra = _median(gaps) - base_us if gaps else 0.0
     if extra <= GUARD_NOISE_US:
         extra = 0.0
-    out = []
-    for r in replies:
-        ev = _number(r.get("ev_us")) if isinstance(r, dict) else float("nan")
-        guard = _number(r.get("guard_us")) if isinstance(r, dict) else float("nan")
-        out.append(ev + extra if math.isfinite(ev) and math.isfinite(guard) else float("nan"))
-    return out
+    pairs = [_readings(r) for r in replies]
+    return [e + extra if math.isfinite(e) and math.isfinite(g) else float("nan")
+            for e, g in pairs]
 
 
 def judge_claims(walls_c, claims_c, raws_c, walls_r, claims_r):
@@ -1152,8 +1151,7 @@ class Evaluation:
                                     "reading the GPU's state")
                 nops = [self.command(self.ref, W.TIMED_NOOP, None, "a timed no-op")
                         for _ in range(NOOP_PINGS)]
-            gaps = [_number(r.get("guard_us")) - _number(r.get("ev_us")) for r in nops]
-            gaps = [g for g in gaps if math.isfinite(g)]
+            gaps = _gaps(nops)
             sync_us = max(_median(gaps), 0.0) if gaps else 0.0
         for i in range(req["warmup"]):
             if not self.time_left_for(2):
