@@ -26,9 +26,15 @@
 
 #define EVAL_FD_REQUEST 0
 #define EVAL_FD_RESULT 3
-#define EVAL_FD_LOCK 4 /* optional: a file the referee lockf()s around its
-			  timing, so evaluations sharing a GPU time one at a
-			  time (`stark eval --batch --jobs N`) */
+#define EVAL_FD_LOCK 4 /* optional: a file, open for reading and writing,
+			  on which evaluations sharing a GPU take POSIX
+			  record locks (`stark eval --jobs N`, --gpu-lock):
+			  byte 1 exclusively while one times, shared while
+			  one runs other GPU work (trials, probes); byte 0,
+			  exclusively, only while waiting for byte 1, so a
+			  timing that waits keeps new shared holders out.
+			  Other programs that use the GPU may take byte 1
+			  the same way to keep out of timings. */
 #define EVAL_PROGRAM "stark-eval"
 
 /* Default limits the orchestrator applies to one evaluation. */

@@ -87,9 +87,13 @@ void evpy_set_secret(uint64_t seed);
  * evpy_set_secret), rs must be initialized and is filled.  Every failure of
  * the harness itself becomes status "error" with a message and traceback,
  * so on return rs always holds a result to send.  Returns 0, or ST_ENOMEM.
- * In a forked worker this never returns.
+ * In a forked worker this never returns.  The evaluation's workers are
+ * killed but may not be gone yet: send rs, then call evpy_after_result(),
+ * which waits for them (a GPU process takes a while to release its
+ * device, and the result need not wait for that).
  */
 ST_WUR int evpy_evaluate(const struct proto_request *rq, struct proto_result *rs);
+void evpy_after_result(void);
 
 /*
  * Converts a result dict, as the harness returns it, into rs (initialized

@@ -842,6 +842,23 @@ out:
 	return rc;
 }
 
+void evpy_after_result(void)
+{
+	PyObject *mod, *ret = NULL;
+
+	if (!started)
+		return;
+	mod = PyImport_ImportModule("stark_referee");
+	if (mod)
+		ret = PyObject_CallMethod(mod, "after_result", NULL);
+	if (!ret) {
+		/* Nothing left to report to: the exit reaps what is left. */
+		PyErr_Print();
+	}
+	Py_XDECREF(ret);
+	Py_XDECREF(mod);
+}
+
 /* ---- test hooks ------------------------------------------------------ */
 
 static PyObject *eval_expr(const struct proto_request *rq, const char *expr)

@@ -122,6 +122,8 @@ int eval_serve_one(const struct evpy_opts *o, const char *init_err)
 		rc = write_error(rq.id, "evaluator: %s", stark_strerror(rc));
 	else
 		rc = write_result(&rs);
+	/* The result is out; the workers' ends are ours alone to wait for. */
+	evpy_after_result();
 out:
 	proto_result_release(&rs);
 	proto_request_release(&rq);

@@ -45,6 +45,7 @@ Verdicts are raised as Verdict exceptions from wherever the evidence is
 found and turned into the result at the top.
 """
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -72,8 +73,12 @@ LIMITS = _stark.limits()
 NOOP_PINGS = 21
 CALL_FLOOR_S = 10.0           # a candidate's forward may take at least this,
 CALL_FACTOR = 100.0           # or this many times the reference's slowest call
-RELAY_CHUNK = 4 << 20         # bytes forwarded per step from candidate to reference
+RELAY_CHUNK = 256 << 10       # bytes forwarded per step from candidate to reference:
+                              # about a socket buffer, so the three processes
+                              # move the bytes at once, not in turns
 LOCK_FD = 4                   # the GPU lock file, when the orchestrator passes one
+LOCK_TURN = 0                 # its byte taken to wait for LOCK_GPU (take_lock)
+LOCK_GPU = 1                  # its byte held while using the GPU
 # A candidate's claimed median may fall short of its wall-clock median (less
 # the reference's overhead) by this much before the claims are disbelieved.
 # Measured on the H100: honest fast-format candidates' exchanges cost 50-120
@@ -289,6 +294,15 @@ def _gaps(replies):
     return [g - e for e, g in pairs if math.isfinite(e) and math.isfinite(g)]
 
 
+def guard_extra(replies, base_us):
+    """The work a model's calls leave off their stream, in us a call: the
+    median guard gap beyond base_us when that exceeds GUARD_NOISE_US,
+    else 0."""
+    gaps = _gaps(replies)
+    extra = _median(gaps) - base_us if gaps else 0.0
+    return extra if extra > GUARD_NOISE_US else 0.0
+
+
 def claims_from(replies, base_us):
     """A model's own timings of its calls (the CALL replies on GPUs): each
     call's stream event time plus the work its calls leave off the stream
@@ -298,10 +312,7 @@ def claims_from(replies, base_us):
     add the guard's noise to every call.  Work the calls do off the stream
     in most calls moves the median; a claim is NaN where the reply has no
     valid readings."""
-    gaps = _gaps(replies)
-    extra = _median(gaps) - base_us if gaps else 0.0
-    if extra <= GUARD_NOISE_US:
-        extra = 0.0
+    extra = guard_extra(replies, base_us)
     pairs = [_readings(r) for r in replies]
     return [e + extra if math.isfinite(e) and math.isfinite(g) else float("nan")
             for e, g in pairs]
@@ -535,8 +546,16 @@ class Evaluation:
         self.cuda = str(req["device"]).startswith("cuda")
         self.tmp_cubin = None
         self.lock_fd = None
-        self.lock_held = False
+        self.lock_held = None       # "ex", "sh" or None
+        self.lock_wait = {}         # seconds waited for the GPU lock, by mode
         self.relay_buf = None
+        self.spent = {}             # seconds by part of a pair (env pair_ms)
+
+    def spend(self, part, t0):
+        """Adds the time since t0 to a part of the pairs' cost; returns now."""
+        t = time.monotonic()
+        self.spent[part] = self.spent.get(part, 0.0) + (t - t0)
+        return t
 
     # -- problem ---------------------------------------------------------
     def load_problem(self):
@@ -625,19 +644,21 @@ class Evaluation:
         self.workers.append(w)
         return w
 
-    def teardown(self):
-        # Every worker signalled before any is waited for: a GPU process
-        # takes a while to release its device, and they can do it together.
-        t0 = time.monotonic()
+    def stop_workers(self):
+        """Every worker killed, none waited for: once the verdict is made
+        nothing a worker does can change it, and a GPU process takes a
+        while (0.3 s on the H100) to release its device.  The result goes
+        out meanwhile; teardown() waits for them after it."""
         for w in self.workers:
             w.signal(signal.SIGKILL)
+        self.release_lock()
+
+    def teardown(self):
+        self.stop_workers()
         for w in self.workers:
             w.kill()
             w.chan.close()
-        if self.workers:
-            self.res["env"]["teardown_ms"] = "%.0f" % ((time.monotonic() - t0) * 1e3)
         self.workers = []
-        self.release_lock()
         for d in (self.tmp_cache, self.tmp_cubin):
             if d:
                 shutil.rmtree(d, ignore_errors=True)
@@ -856,7 +877,9 @@ class Evaluation:
             self.check_structure(meta, ref_meta, what)
             facts = hdr.get("facts") if isinstance(hdr.get("facts"), dict) else {}
             return facts
+        t = time.monotonic()
         cand_facts = self.talk(c, what, head)
+        t = self.spend("fetch", t)
         self.check_facts(cand_facts, ref_facts, what)
         want = sum(sp[2] for sp in ref_meta[1])
 
@@ -886,9 +909,11 @@ class Evaluation:
             self.talk(c, what, c.chan.recv_into, view[:k], self.deadline)
             self.talk(r, what, r.chan.send_all, view[:k], self.deadline)
             left -= k
+        t = self.spend("relay", t)
         with _Stopped(c):
             reply = self.talk(r, what, self.expect_ok, r, "the comparison of outputs (%s)"
                               % what)
+        self.spend("compare", t)
         if digest is not None and reply.get("digest_ok") is not True:
             raise Verdict("rejected", "integrity check 'output written after return' "
                           "failed (%s): the candidate's outputs are not those it had when "
@@ -984,6 +1009,7 @@ class Evaluation:
         or None), the first three by role."""
         t_pair = time.monotonic()
         self.input_bytes = max(self.input_bytes, self.gen_inputs(label, what, variant))
+        t = self.spend("gen", t_pair)
         ns, replies, raws = {}, {}, {}
         for role in order:
             w, other = (self.ref, self.cand) if role == "ref" else (self.cand, self.ref)
@@ -992,6 +1018,7 @@ class Evaluation:
                 with _Stopped(self.cand):
                     fl = self.command(self.ref, W.FLUSH, {"spin_us": self.spin_us},
                                       "an L2 flush (%s)" % what)
+                t = self.spend("flush", t)
                 fl = fl if isinstance(fl, dict) else {}
                 if type(fl.get("spin_us")) is int and fl["spin_us"] > 0:
                     self.spin_seen.append(fl["spin_us"])
@@ -1001,9 +1028,11 @@ class Evaluation:
             with _Stopped(other):
                 ns[role], replies[role], raws[role] = self.call(w, "forward (%s)" % what,
                                                                 kind, args)
+            t = self.spend("call", t)
             if timed and self.cuda:
                 self.note_launch(role, replies[role])
         ref_meta, ref_facts = self.fetch_ref(what)
+        self.spend("fetch", t)
         self.output_bytes = max(self.output_bytes, sum(sp[2] for sp in ref_meta[1]))
         if variant:
             tols = self.tolerances(ref_meta, ref_facts["mag"])
@@ -1050,6 +1079,8 @@ class Evaluation:
                                               _int(self.build, "hits")))
 
     def load_models(self):
+        # Not under the GPU lock: loading may build native code for a
+        # minute, and what it runs on the GPU (a context, weights) is small.
         init_seed = _derive(self.seed, "init")
         for w in (self.ref, self.cand):
             self.talk(w, "loading", w.chan.send_json, W.LOAD,
@@ -1071,10 +1102,15 @@ class Evaluation:
         trials = self.req["trials"]
         t0 = time.monotonic()
         first_fail = None
+        took = []
         for t in range(trials):
             variant = t % 2 == 1
             what = "trial %d of %d%s" % (t + 1, trials, ", scaled inputs" if variant else "")
-            _, _, _, bad = self.run_pair("trial-%d" % t, what, variant=variant)
+            t1 = time.monotonic()
+            with self.gpu_shared():
+                _, _, _, bad = self.run_pair("trial-%d" % t, what, variant=variant)
+            took.append("%.0f" % ((time.monotonic() - t1) * 1e3))
+            self.res["env"]["trial_ms"] = "/".join(took[:12])
             self.res["trials_run"] = t + 1
             if bad is None:
                 self.res["trials_passed"] += 1
@@ -1086,39 +1122,82 @@ class Evaluation:
                           % (trials - self.res["trials_passed"], trials, first_fail))
 
     # -- timing ----------------------------------------------------------
-    def take_lock(self):
-        """Waits for the GPU lock (fd 4, when the orchestrator passed one)
-        while time for the timing phase is left.  Returns False when the
-        deadline came first."""
+    def take_lock(self, exclusive=True):
+        """The GPU lock (fd 4, when the orchestrator passed one): POSIX
+        record locks on its byte LOCK_GPU, exclusive for a timing phase,
+        shared for other work on the GPU (loading, trials, probes), so no
+        one's GPU work runs beside a timing.  Both are taken through the
+        turnstile byte LOCK_TURN, held only while waiting: a timing that
+        waits keeps new shared holders out, and the ones already in finish
+        their step (one trial) and let it in.  Waits while time for two
+        pairs is left; returns False when the deadline came first.  A lock
+        already held in the other mode is let go first."""
         if self.lock_fd is None:
             return True
+        want = "ex" if exclusive else "sh"
+        if self.lock_held == want:
+            return True
+        self.release_lock()
+        fd = self.lock_fd
         env = self.res["env"]
         t0 = time.monotonic()
         delay = 0.001
-        while True:
-            try:
-                fcntl.lockf(self.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self.lock_held = True
-                break
-            except OSError as e:
-                if e.errno not in (errno.EACCES, errno.EAGAIN):
-                    env["gpu_lock"] = ("unusable: %s" % e)[:200]
-                    return True
-            if not self.time_left_for(2):
-                env["gpu_lock_wait_ms"] = "%.1f" % ((time.monotonic() - t0) * 1e3)
-                return False
-            time.sleep(delay)
-            delay = min(delay * 2, 0.02)
-        env["gpu_lock_wait_ms"] = "%.1f" % ((time.monotonic() - t0) * 1e3)
+        turn = False
+        try:
+            while True:
+                try:
+                    if not turn:
+                        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, LOCK_TURN)
+                        turn = True
+                    fcntl.lockf(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) |
+                                fcntl.LOCK_NB, 1, LOCK_GPU)
+                    self.lock_held = want
+                    break
+                except OSError as e:
+                    if e.errno not in (errno.EACCES, errno.EAGAIN):
+                        env["gpu_lock"] = ("unusable: %s" % e)[:200]
+                        self.lock_fd = None
+                        return True
+                if not self.time_left_for(2):
+                    return False
+                time.sleep(delay)
+                delay = min(delay * 2, 0.02)
+        finally:
+            if turn:
+                try:
+                    fcntl.lockf(fd, fcntl.LOCK_UN, 1, LOCK_TURN)
+                except OSError:
+                    pass
+            waited = self.lock_wait.get(want, 0.0) + time.monotonic() - t0
+            self.lock_wait[want] = waited
+            env["gpu_lock_wait_ms"] = "/".join("%.1f" % (self.lock_wait.get(k, 0.0) * 1e3)
+                                               for k in ("ex", "sh"))
         return True
 
     def release_lock(self):
         if self.lock_held:
-            self.lock_held = False
+            self.lock_held = None
             try:
-                fcntl.lockf(self.lock_fd, fcntl.LOCK_UN)
+                fcntl.lockf(self.lock_fd, fcntl.LOCK_UN, 1, LOCK_GPU)
             except OSError:
                 pass
+
+    @contextlib.contextmanager
+    def gpu_shared(self):
+        """One step of GPU work outside the timing phase (loading, a trial,
+        a probe) under the GPU lock, shared; let go after the step, so a
+        timing that waits gets its turn.  Raises a timeout Verdict when the
+        deadline comes first."""
+        if not (self.cuda and self.lock_fd is not None):
+            yield
+            return
+        if not self.take_lock(exclusive=False):
+            raise Verdict("timeout", "the GPU lock (held by other evaluations' timings) was "
+                          "not free before the evaluation's deadline")
+        try:
+            yield
+        finally:
+            self.release_lock()
 
     def time_models(self):
         """The timing phase: no-op round trips, warm-up pairs (checked, not
@@ -1166,6 +1245,19 @@ class Evaluation:
         def all_claims():
             base = guard_base(replies_seen["ref"], sync_us)
             return {r: claims_from(replies_seen[r], base) for r in replies_seen}
+
+        def settled():
+            """Whether what the candidate's times rest on may be judged
+            now: its claims stand, and no work off its stream is counted
+            -- or JUDGE_MIN_REPS calls are in.  A few slow exchanges or
+            guard readings sway the medians of few calls (an honest 55 us
+            kernel once read 66 us on the guard gaps of 5 calls)."""
+            if not self.cuda or n >= JUDGE_MIN_REPS:
+                return True
+            base = guard_base(replies_seen["ref"], sync_us)
+            return (guard_extra(replies_seen["cand"], base) == 0.0 and
+                    judge_claims(walls["cand"], claims["cand"], raws_c, walls["ref"],
+                                 claims["ref"])["believed"])
         raws_c = []
         t_phase = time.monotonic()
         n = 0
@@ -1195,10 +1287,7 @@ class Evaluation:
             else:
                 conv = walls
             if (median_ci(conv["ref"])[3] <= req["target_rse"] and
-                    median_ci(conv["cand"])[3] <= req["target_rse"] and
-                    (not self.cuda or n >= JUDGE_MIN_REPS or
-                     judge_claims(walls["cand"], claims["cand"], raws_c, walls["ref"],
-                                  claims["ref"])["believed"])):
+                    median_ci(conv["cand"])[3] <= req["target_rse"] and settled()):
                 stop_why = "target_rse"
                 break
             if (time.monotonic() - t_phase) * 1e3 >= req["max_time_ms"]:
@@ -1425,7 +1514,8 @@ class Evaluation:
         finally:
             for w in self.workers:
                 w.cont()
-            self.teardown()
+            self.stop_workers()
+            _ENDING.append(self)
         self.finish()
         return self.res
 
@@ -1463,12 +1553,14 @@ class Evaluation:
         self.load_models()
         self.check_trials()
         t0 = time.monotonic()
-        self.probe_ops()
+        with self.gpu_shared():
+            self.probe_ops()
         t1 = time.monotonic()
         if self.req["timing"]:
             self.time_models()
         t2 = time.monotonic()
-        self.probe_shape()
+        with self.gpu_shared():
+            self.probe_shape()
         # The probes' cost, which stage_ms leaves out: ops, shape.
         self.res["env"]["probe_ms"] = "%.0f/%.0f" % ((t1 - t0) * 1e3,
                                                      (time.monotonic() - t2) * 1e3)
@@ -1506,6 +1598,10 @@ class Evaluation:
 
     def finish(self):
         r = self.res
+        if self.spent:
+            # Where the pairs' time went (checks, timing, probes together).
+            r["env"]["pair_ms"] = " ".join("%s %.0f" % (k, v * 1e3)
+                                           for k, v in self.spent.items())[:200]
         if self.compared:
             r["max_abs_err"] = self.max_abs
             r["max_rel_err"] = self.max_rel
@@ -1547,15 +1643,33 @@ def _tb(e):
     return W.format_exc(e)
 
 
+# Evaluations whose result is made and whose workers are killed but not yet
+# reaped (after_result).
+_ENDING = []
+
+
+def _flush_std():
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except Exception:
+            pass
+
+
 def evaluate(req):
     """Entry point from C: req is a dict (see pyembed.c); returns the
-    result dict.  The C side leaves with _exit(), so buffered output is
-    flushed here."""
+    result dict with every worker killed, and the C side sends it before
+    it calls after_result(), which waits for them.  The C side leaves with
+    _exit(), so buffered output is flushed here."""
     try:
         return Evaluation(req).run()
     finally:
-        for f in (sys.stdout, sys.stderr):
-            try:
-                f.flush()
-            except Exception:
-                pass
+        _flush_std()
+
+
+def after_result():
+    """The rest of the teardown, once the result is sent: the workers
+    reaped, the private build folders removed."""
+    while _ENDING:
+        _ENDING.pop().teardown()
+    _flush_std()

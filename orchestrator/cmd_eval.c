@@ -18,10 +18,12 @@
  * A batch file has one pair per line, "PROBLEM.py SOLUTION.py" (blank lines
  * and lines starting with # are skipped; paths cannot contain blanks).
  * Up to --jobs evaluations are in flight at once; the output keeps the
- * input's order.  On a CUDA device with --jobs > 1, every run stage gets
- * the same lock file on fd 4 (EVAL_FD_LOCK), which the referee holds while
- * it times, so timings take the GPU one at a time while compiles and
- * correctness checks overlap.  SIGINT/SIGTERM cancel what is in flight.
+ * input's order.  On a CUDA device with --jobs > 1 (or --gpu-lock FILE),
+ * every run stage gets the same lock file on fd 4 (EVAL_FD_LOCK): the
+ * referee holds it exclusively while it times and shared while it runs
+ * other GPU work (evaluator.h), so timings take the GPU one at a time and
+ * alone, while compiles overlap everything and checks overlap each other.
+ * SIGINT/SIGTERM cancel what is in flight.
  *
  * Exit status: 0 correct (every pair, in a batch), 1 any other verdict, 2
  * usage or input errors (missing, unreadable, empty or oversized files, bad
@@ -40,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,6 +65,7 @@ struct eval_args {
 	uint64_t seed;
 	uint32_t trials, wall_ms, jobs;
 	const char *cache;
+	const char *gpu_lock; /* --gpu-lock FILE, or NULL */
 };
 
 /* How evaluations start: the options of both stages, and the zygote. */
@@ -102,6 +106,10 @@ static void usage(FILE *f)
 		"                         (# comments and blank lines skipped), printing one\n"
 		"                         JSON object per line, in input order\n"
 		"  --jobs N               batch evaluations in flight at once (1-%u) [1]\n"
+		"  --gpu-lock FILE        lock file shared with other stark processes on this\n"
+		"                         GPU, so timings take it one at a time and alone\n"
+		"                         (created if missing; with --jobs N > 1 on cuda a\n"
+		"                         private one is used by default)\n"
 		"\n"
 		"$STARK_ZYGOTE=0 execs every evaluator process instead of forking it from one\n"
 		"started evaluator (slower; for comparisons).\n"
@@ -128,7 +136,8 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 		{"cache", required_argument, NULL, 'c'},	 {"stage", required_argument, NULL, 'S'},
 		{"sandbox", required_argument, NULL, 'B'},	 {"insecure-sandbox", no_argument, NULL, 'I'},
 		{"batch", required_argument, NULL, 'b'},	 {"jobs", required_argument, NULL, 'J'},
-		{"help", no_argument, NULL, 'h'},		 {NULL, 0, NULL, 0},
+		{"gpu-lock", required_argument, NULL, 'L'},	 {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	uint64_t v;
 	int c;
@@ -189,6 +198,11 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 			a->no_jail = !strcmp(optarg, "none");
 			break;
 		case 'I': a->insecure = true; break;
+		case 'L':
+			if (!*optarg)
+				return stark_error(CLI_USAGE, "eval: --gpu-lock needs a file name");
+			a->gpu_lock = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return -1;
@@ -518,13 +532,26 @@ static int print_human(const struct proto_result *rs, const struct evalrun_info 
 
 /* ---- evaluations -------------------------------------------------------- */
 
-/* The GPU lock of --jobs: an unlinked file of our own, shared by the jobs. */
-static int open_lock(void)
+/* The GPU lock: the --gpu-lock file, or for --jobs an unlinked file of our
+ * own, shared by the jobs.  Opened for reading and writing: the referee
+ * takes shared (read) and exclusive (write) record locks on it. */
+static int open_lock(const char *given)
 {
 	const char *dir = getenv("TMPDIR");
 	char path[PATH_MAX];
+	struct stat st;
 	int fd;
 
+	if (given) {
+		fd = open(given, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0)
+			return stark_error(-1, "eval: cannot open the GPU lock file %s: %s", given, strerror(errno));
+		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+			close(fd);
+			return stark_error(-1, "eval: the GPU lock %s is not a regular file", given);
+		}
+		return fd;
+	}
 	snprintf(path, sizeof(path), "%s/stark-gpu-lock-XXXXXX", dir && *dir ? dir : "/tmp");
 	fd = mkostemp(path, O_CLOEXEC);
 	if (fd < 0)
@@ -559,8 +586,8 @@ static int eval_env_init(const struct eval_args *a, struct eval_env *e)
 	} else {
 		e->mode = a->stage < 0 ? EVALRUN_ONE : (enum evalrun_stages)a->stage;
 	}
-	if (a->jobs > 1 && str_starts(a->device, "cuda")) {
-		e->lock_fd = open_lock();
+	if ((a->jobs > 1 || a->gpu_lock) && str_starts(a->device, "cuda")) {
+		e->lock_fd = open_lock(a->gpu_lock);
 		if (e->lock_fd < 0)
 			return CLI_FAILURE;
 		e->ropts.lock_fd = e->lock_fd;

@@ -693,6 +693,10 @@ int evalrun_poll(struct evalrun *er, int timeout_ms)
 		return 1;
 	}
 	reap(er, 0);
+	/* A zygote's evaluation sends its result before it waits for its
+	 * workers to end: the result is what we wait for. */
+	if (!er->ended && er->have_frame && !er->child)
+		return 1;
 	return er->ended ? 1 : 0;
 }
 
@@ -779,7 +783,7 @@ int evalrun_finish(struct evalrun *er, struct proto_result *rs, struct evalrun_i
 	bool valid;
 	int rc;
 
-	if (!er->ended)
+	if (!er->ended && !(er->have_frame && !er->child))
 		evalrun_cancel(er);
 	if (er->proto_err[0]) {
 		why = er->proto_err;
@@ -799,6 +803,17 @@ int evalrun_finish(struct evalrun *er, struct proto_result *rs, struct evalrun_i
 		why = "the result frame was cut short";
 	}
 	valid = er->have_frame && !why && !er->deadline_hit;
+	if (!valid && !er->ended) {
+		/* A bad frame from a process still running: its end says more. */
+		kill_tree(er);
+		reap(er, -1);
+	}
+	if (!er->ended) {
+		/* What it printed before its result. */
+		for (int i = P_OUT; i < P_RES; i++)
+			if (er->fd[i] >= 0)
+				read_pipe(er, i);
+	}
 	if (!valid) {
 		rc = synthesize(er, rs, why);
 		if (rc)
@@ -812,6 +827,7 @@ int evalrun_finish(struct evalrun *er, struct proto_result *rs, struct evalrun_i
 	if (info) {
 		evalrun_info_release(info);
 		info->exit = er->ex;
+		info->ended = er->ended;
 		info->layers = er->layers;
 		info->got_result = valid;
 		info->out = dbuf_detach(&er->out, &info->out_len);
@@ -839,8 +855,13 @@ void evalrun_free(struct evalrun *er)
 		}
 		sandbox_child_free(er->child);
 	} else if (er->rep >= 0 && !er->ended) {
-		kill_tree(er);
-		reap(er, -1);
+		if (er->have_frame && !er->proto_err[0] && !er->kill_sent &&
+		    evz_park(er->zyg, er->rep))
+			er->rep = -1; /* its end is the zygote's to see */
+		else {
+			kill_tree(er);
+			reap(er, -1);
+		}
 	}
 	close_fd(&er->rep);
 	for (int i = 0; i < P_COUNT; i++)

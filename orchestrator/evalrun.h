@@ -122,6 +122,16 @@ bool evalrun_env_allowed(const char *name);
 ST_WUR int evalrun_zygote_start(const char *evaluator, const char *const *env,
 				struct evalrun_zygote **out);
 void evalrun_zygote_free(struct evalrun_zygote *z);
+/*
+ * An evaluation's result is taken as soon as its frame is complete; its
+ * jail may still be ending (the referee waits for its workers after it
+ * sends the result: a GPU process takes 0.3 s to release the device), and
+ * with a zygote evalrun_free() leaves that end to the zygote.  This waits
+ * up to timeout_ms (0: only looks) for those ends and returns how many are
+ * still ending.  evalrun_zygote_free() waits up to
+ * EVALRUN_ZYGOTE_ANSWER_MS for them before it kills what is left.
+ */
+unsigned evalrun_zygote_settle(struct evalrun_zygote *z, int timeout_ms);
 /* False when $STARK_ZYGOTE is "0": callers then exec every evaluation. */
 bool evalrun_zygote_wanted(void);
 
@@ -150,7 +160,10 @@ struct evalrun_stage_info {
 
 /* What is known about a finished evaluation besides its result. */
 struct evalrun_info {
-	struct sandbox_exit exit; /* how the process ended */
+	struct sandbox_exit exit; /* how the process ended, when ended */
+	bool ended;		  /* false: the result came while the process
+				     was still ending (a zygote's evaluation
+				     tears its workers down after it) */
 	unsigned layers;	  /* sandbox layers applied */
 	bool got_result;	  /* the result came from the evaluator */
 	char *out;		  /* stdout, first EVAL_OUTPUT_CAP bytes (owned) */

@@ -31,12 +31,19 @@ void evalrun_free_env(char **env);
  * evz_lost: after a report socket closed without an ENDED report: whether
  * the zygote itself ended, in words into why (e.g. "the evaluator's zygote
  * (pid 12) ended: killed by signal 9"); a dead zygote is marked broken.
+ * evz_park: takes the report socket of an evaluation whose result is in
+ * but whose jail is still ending (its workers release the GPU), so the
+ * caller need not wait; the zygote closes it on the ENDED report
+ * (evalrun_zygote_settle).  False, the socket still the caller's, when
+ * EVZ_ENDING_MAX are parked already or the zygote is not running.
  */
+#define EVZ_ENDING_MAX 64
 ST_WUR int evz_ensure(struct evalrun_zygote *z);
 ST_WUR int evz_send(struct evalrun_zygote *z, const struct eval_zjob *job, const int *fds,
 		    int n);
 void evz_mark_broken(struct evalrun_zygote *z, bool kill_now);
 ST_WUR int evz_recv_report(int fd, struct eval_zreport *r);
 bool evz_lost(struct evalrun_zygote *z, char *why, size_t len);
+bool evz_park(struct evalrun_zygote *z, int rep);
 
 #endif

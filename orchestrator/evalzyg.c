@@ -35,6 +35,11 @@ struct evalrun_zygote {
 	int ctl;		     /* our end of the control socket, -1 */
 	bool broken;
 	struct evalrun_zygote_stats stats;
+	/* Report sockets of evaluations whose result came before their end
+	 * (evz_park): the jail is still tearing down; its ENDED report, or
+	 * the socket's close, is the end. */
+	int ending[EVZ_ENDING_MAX];
+	unsigned nending;
 };
 
 bool evalrun_zygote_wanted(void)
@@ -47,6 +52,9 @@ bool evalrun_zygote_wanted(void)
 /* Kills the zygote (and so its monitors and their jails) and reaps it. */
 static void stop(struct evalrun_zygote *z)
 {
+	for (unsigned i = 0; i < z->nending; i++)
+		close(z->ending[i]);
+	z->nending = 0;
 	if (z->ctl >= 0)
 		close(z->ctl);
 	z->ctl = -1;
@@ -62,6 +70,8 @@ void evalrun_zygote_free(struct evalrun_zygote *z)
 {
 	if (!z)
 		return;
+	/* Jails still ending finish their own teardown first. */
+	(void)evalrun_zygote_settle(z, EVALRUN_ZYGOTE_ANSWER_MS);
 	stop(z);
 	free(z->evaluator);
 	evalrun_free_env(z->env);
@@ -213,6 +223,7 @@ int evz_ensure(struct evalrun_zygote *z)
 	struct sandbox_exit ex;
 	bool dead = ended(z, &ex);
 
+	(void)evalrun_zygote_settle(z, 0);
 	if (!z->broken && !dead)
 		return 0;
 	if (z->child && dead)
@@ -299,4 +310,52 @@ bool evz_lost(struct evalrun_zygote *z, char *why, size_t len)
 	}
 	snprintf(why, len, "the evaluator's monitor process ended without a report");
 	return false;
+}
+
+bool evz_park(struct evalrun_zygote *z, int rep)
+{
+	(void)evalrun_zygote_settle(z, 0);
+	if (z->nending >= EVZ_ENDING_MAX || !z->child)
+		return false;
+	z->ending[z->nending++] = rep;
+	return true;
+}
+
+/* Whether a parked report socket is done with: an ENDED report, its close,
+ * or anything malformed (closing it kills what is left of the jail). */
+static bool parked_done(int fd)
+{
+	struct eval_zreport r;
+	int rc;
+
+	while ((rc = evz_recv_report(fd, &r)) == 1)
+		if (r.kind == EVAL_ZREP_ENDED)
+			return true;
+	return rc != 0;
+}
+
+unsigned evalrun_zygote_settle(struct evalrun_zygote *z, int timeout_ms)
+{
+	uint64_t until = clock_mono_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
+
+	for (;;) {
+		struct pollfd pf[EVZ_ENDING_MAX];
+		uint64_t now;
+		unsigned n = 0;
+
+		for (unsigned i = 0; i < z->nending; i++) {
+			if (parked_done(z->ending[i]))
+				close(z->ending[i]);
+			else
+				z->ending[n++] = z->ending[i];
+		}
+		z->nending = n;
+		now = clock_mono_ns();
+		if (!n || now >= until)
+			return n;
+		for (unsigned i = 0; i < n; i++)
+			pf[i] = (struct pollfd){z->ending[i], POLLIN, 0};
+		if (poll(pf, n, (int)((until - now) / 1000000 + 1)) < 0 && errno != EINTR)
+			return n;
+	}
 }

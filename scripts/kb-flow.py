@@ -23,8 +23,9 @@ own start, read from /proc), the total, the candidate's and the reference's
 median (and mean/min/max/std) in microseconds, and the verdict.  Exit status
 0 when correct, 1 otherwise.
 
---gpu-lock FILE takes an exclusive flock on FILE around the correctness and
-timing stages (the builds run outside it), so several flows can build in
+--gpu-lock FILE takes FILE exclusively (stark's GPU lock, scripts/gpulock.py)
+around the correctness and timing stages (the builds run outside it), so
+several flows can build in
 parallel while the GPU is timed by one process at a time; the wait is
 reported as lock_wait_s and is not part of any stage.
 
@@ -36,7 +37,6 @@ evaluator/ is put on sys.path and their NVRTC cubins go to the same
 temporary folder.
 """
 import argparse
-import fcntl
 import importlib.util
 import json
 import os
@@ -45,6 +45,8 @@ import sys
 import tempfile
 import time
 import traceback
+
+import gpulock
 
 
 def process_age_s():
@@ -84,7 +86,7 @@ def parse_args():
     p.add_argument("candidate")
     p.add_argument("--warm", action="store_true", help="reuse a persistent extension build folder")
     p.add_argument("--ext-dir", help="the build folder for --warm [$KB_FLOW_EXT_DIR, ~/.cache/stark-kb-flow]")
-    p.add_argument("--gpu-lock", help="flock this file around the correctness and timing stages")
+    p.add_argument("--gpu-lock", help="take this GPU lock file around the correctness and timing stages")
     p.add_argument("--trials", type=int, default=5)
     p.add_argument("--timed", type=int, default=100)
     p.add_argument("--warmup", type=int, default=3)
@@ -168,8 +170,8 @@ def main():
         stages["compile"] = now - t
 
         if args.gpu_lock:
-            lock_fd = os.open(args.gpu_lock, os.O_RDWR | os.O_CREAT, 0o644)
-            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            # Held until the process exits.
+            gpulock.GpuLock(args.gpu_lock, exclusive=True).__enter__()
             res["lock_wait_s"] = time.perf_counter() - now
         t = time.perf_counter()
 

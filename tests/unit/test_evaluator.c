@@ -24,6 +24,7 @@
  * each forked test inherits it, as the evaluator's workers do.
  */
 #include <check.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
@@ -186,6 +187,15 @@ START_TEST(result_caps_and_text)
 END_TEST
 
 /* ---- request -> dict ---- */
+
+/* An evaluation and the rest of its teardown, as eval_serve_one() runs them. */
+static int evaluate_all(const struct proto_request *rq, struct proto_result *rs)
+{
+	int rc = evpy_evaluate(rq, rs);
+
+	evpy_after_result();
+	return rc;
+}
 
 static void fill_request(struct proto_request *rq, const char *problem, const char *solution)
 {
@@ -509,7 +519,7 @@ static void evaluate(const char *problem, const char *body, struct proto_result 
 	fill_request(&rq, problem, sol);
 	evpy_set_secret(rq.seed);
 	proto_result_init(rs);
-	ck_assert_int_eq(evpy_evaluate(&rq, rs), 0);
+	ck_assert_int_eq(evaluate_all(&rq, rs), 0);
 	ck_assert_str_eq(rs->id, "t1");
 	proto_request_release(&rq);
 }
@@ -567,7 +577,7 @@ START_TEST(eval_no_modelnew)
 	fill_request(&rq, problem_src, "import torch\nclass Model2: pass\n");
 	evpy_set_secret(1);
 	proto_result_init(&rs);
-	ck_assert_int_eq(evpy_evaluate(&rq, &rs), 0);
+	ck_assert_int_eq(evaluate_all(&rq, &rs), 0);
 	ck_assert_int_eq(rs.status, PROTO_ST_RUNTIME_ERROR);
 	ck_assert(strstr(rs.message, "no class ModelNew"));
 	proto_result_release(&rs);
@@ -638,7 +648,7 @@ START_TEST(eval_scalar_inputs)
 	fill_request(&rq, prob, sol);
 	evpy_set_secret(rq.seed);
 	proto_result_init(&rs);
-	ck_assert_int_eq(evpy_evaluate(&rq, &rs), 0);
+	ck_assert_int_eq(evaluate_all(&rq, &rs), 0);
 	ck_assert_msg(rs.status == PROTO_ST_CORRECT, "%s: %s", proto_status_name(rs.status),
 		      rs.message);
 	proto_result_release(&rs);
@@ -665,7 +675,7 @@ START_TEST(eval_variant_catches)
 	rq.trials = 4;
 	evpy_set_secret(rq.seed);
 	proto_result_init(&rs);
-	ck_assert_int_eq(evpy_evaluate(&rq, &rs), 0);
+	ck_assert_int_eq(evaluate_all(&rq, &rs), 0);
 	ck_assert_int_eq(rs.status, PROTO_ST_INCORRECT);
 	ck_assert_uint_eq(rs.trials_passed, 3);
 	ck_assert_msg(strstr(rs.message, "trial 4 of 4, scaled inputs"), "%s", rs.message);
@@ -723,7 +733,7 @@ START_TEST(eval_run_stage_missing_build)
 	rq.cache_dir = str_dup(dir);
 	evpy_set_secret(rq.seed);
 	proto_result_init(&rs);
-	ck_assert_int_eq(evpy_evaluate(&rq, &rs), 0);
+	ck_assert_int_eq(evaluate_all(&rq, &rs), 0);
 	ck_assert_int_eq(rs.status, PROTO_ST_COMPILE_ERROR);
 	ck_assert_msg(strstr(rs.message, "stark_unit_missing") &&
 			      strstr(rs.message, "compile stage"),
@@ -751,7 +761,7 @@ START_TEST(eval_timing_cpu)
 	rq.max_time_ms = 2000;
 	evpy_set_secret(rq.seed);
 	proto_result_init(&rs);
-	ck_assert_int_eq(evpy_evaluate(&rq, &rs), 0);
+	ck_assert_int_eq(evaluate_all(&rq, &rs), 0);
 	ck_assert_msg(rs.status == PROTO_ST_CORRECT, "%s: %s", proto_status_name(rs.status),
 		      rs.message);
 	ck_assert(rs.reps >= 3 && rs.reps <= 20);
@@ -768,6 +778,119 @@ END_TEST
 /* fd 4, when open, is the GPU lock: the timing phase waits for it (here
    held by another process for a while), and the workers never hold it (the
    candidate would answer wrong if it had fd 4). */
+/* Takes a record lock of type (F_RDLCK or F_WRLCK) on byte `at` of fd,
+ * waiting for it. */
+static void lock_byte(int fd, short type, off_t at)
+{
+	struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = at, .l_len = 1};
+
+	while (fcntl(fd, F_SETLKW, &fl) < 0)
+		ck_assert_int_eq(errno, EINTR);
+}
+
+/* A process that holds lock `type` on the GPU byte for hold_us, taking the
+ * turnstile first (and keeping it) when `turn`; says "l" on go once held. */
+static pid_t holder(int fd, short type, bool turn, useconds_t hold_us, int go)
+{
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (turn)
+			lock_byte(fd, F_WRLCK, 0);
+		lock_byte(fd, type, 1);
+		if (write(go, "l", 1) != 1)
+			_exit(1);
+		usleep(hold_us);
+		_exit(0);
+	}
+	return pid;
+}
+
+/* The seconds the referee's take_lock(exclusive) waits on fd 4, with its
+ * mode after it ("ex"/"sh"). */
+static double referee_wait(bool exclusive, char *mode)
+{
+	char expr[2048];
+	struct dbuf out;
+	double s = -1.0;
+
+	snprintf(expr, sizeof(expr),
+		 "(lambda ns: (exec(\"import time\\n"
+		 "e = stark_referee.Evaluation.__new__(stark_referee.Evaluation)\\n"
+		 "e.lock_fd, e.lock_held, e.lock_wait, e.res = 4, None, {}, {'env': {}}\\n"
+		 "e.deadline, e.pair_max_s, e.ref_call_max_ns = time.monotonic() + 30, 0.0, 0\\n"
+		 "t = time.monotonic()\\n"
+		 "assert e.take_lock(%s)\\n"
+		 "r = '%%.3f %%s' %% (time.monotonic() - t, e.lock_held)\\n"
+		 "e.release_lock()\\n\", ns), ns['r'])[1])(dict(stark_referee=stark_referee))",
+		 exclusive ? "True" : "False");
+	dbuf_init(&out, 4096);
+	ck_assert_msg(evpy_eval(NULL, expr, &out) == 0, "%s", dbuf_str(&out));
+	ck_assert_int_eq(sscanf(dbuf_str(&out), "%lf %7s", &s, mode), 2);
+	dbuf_release(&out);
+	return s;
+}
+
+/* The GPU lock's modes: a timing waits for shared holders; a shared step
+ * waits for a timing, not for another shared step; and a timing that waits
+ * holds the turnstile, so a shared step that comes later waits for it
+ * too, not slipping in before it. */
+START_TEST(gpu_lock_modes)
+{
+	char path[] = "/tmp/stark-unit-lock.XXXXXX";
+	char mode[8], c;
+	int fd, saved, go[2];
+	pid_t a, b;
+	double w;
+
+	fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	unlink(path);
+	ck_assert_int_eq(pipe(go), 0);
+	saved = dup(4);
+	ck_assert_int_eq(dup2(fd, 4), 4);
+
+	a = holder(fd, F_RDLCK, false, 800000, go[1]);
+	ck_assert_int_eq(read(go[0], &c, 1), 1);
+	usleep(100000);
+	w = referee_wait(false, mode);
+	ck_assert_msg(w < 0.4 && !strcmp(mode, "sh"), "shared beside shared: %.3f s %s", w, mode);
+	w = referee_wait(true, mode);
+	ck_assert_msg(w > 0.4 && !strcmp(mode, "ex"), "exclusive beside shared: %.3f s %s", w, mode);
+	waitpid(a, NULL, 0);
+
+	a = holder(fd, F_WRLCK, false, 800000, go[1]);
+	ck_assert_int_eq(read(go[0], &c, 1), 1);
+	usleep(100000);
+	w = referee_wait(false, mode);
+	ck_assert_msg(w > 0.4 && !strcmp(mode, "sh"), "shared beside exclusive: %.3f s", w);
+	waitpid(a, NULL, 0);
+
+	/* a holds shared for 1 s; b, a timing, waits in the turnstile; we
+	 * come after b and must wait for a and b both. */
+	a = holder(fd, F_RDLCK, false, 1000000, go[1]);
+	ck_assert_int_eq(read(go[0], &c, 1), 1);
+	b = holder(fd, F_WRLCK, true, 400000, go[1]);
+	usleep(200000);
+	w = referee_wait(false, mode);
+	ck_assert_int_eq(read(go[0], &c, 1), 1); /* b did hold it */
+	ck_assert_msg(w > 0.9, "a shared step slipped past a waiting timing: %.3f s", w);
+	waitpid(a, NULL, 0);
+	waitpid(b, NULL, 0);
+
+	if (saved >= 0) {
+		dup2(saved, 4);
+		close(saved);
+	} else {
+		close(4);
+	}
+	close(fd);
+	close(go[0]);
+	close(go[1]);
+}
+END_TEST
+
 START_TEST(eval_gpu_lock)
 {
 	struct proto_request rq;
@@ -810,7 +933,7 @@ START_TEST(eval_gpu_lock)
 	ck_assert_int_eq(dup2(fd, 4), 4);
 	evpy_set_secret(rq.seed);
 	proto_result_init(&rs);
-	ck_assert_int_eq(evpy_evaluate(&rq, &rs), 0);
+	ck_assert_int_eq(evaluate_all(&rq, &rs), 0);
 	if (saved >= 0) {
 		dup2(saved, 4);
 		close(saved);
@@ -857,6 +980,7 @@ static Suite *evaluator_suite(void)
 	tcase_add_test(pieces, cache_key);
 	tcase_add_test(pieces, traceback_filter);
 	tcase_add_test(pieces, secret_once);
+	tcase_add_test(pieces, gpu_lock_modes);
 	suite_add_tcase(s, pieces);
 
 	tcase_add_unchecked_fixture(whole, start_python, NULL);

@@ -1204,6 +1204,64 @@ START_TEST(zygote_deadline_and_cancel)
 }
 END_TEST
 
+/* A result is taken when its frame is in, not when the jail is gone: the
+ * referee waits for its workers after it sends the result.  What is still
+ * ending is the zygote's to see end (evalrun_zygote_settle), and
+ * evalrun_zygote_free() leaves nothing behind. */
+START_TEST(zygote_result_before_end)
+{
+	struct evalrun_zygote *z;
+	struct evalrun_opts o;
+	struct evalrun_binds binds;
+	struct evalrun_info info;
+	char cache[] = "/tmp/stark-test-cache.XXXXXX";
+	struct evalrun *er;
+	struct proto_request rq;
+	struct proto_result rs;
+	pid_t tasks[64];
+	unsigned early = 0;
+
+	if (!have_evaluator())
+		return;
+	ck_assert_int_eq(evalrun_zygote_start(evaluator, NULL, &z), 0);
+	evalrun_opts_init(&o);
+	o.evaluator = evaluator;
+	run_jail(&o, &binds, cache);
+	o.zygote = z;
+	make_request(&rq, CAND_OK, 60000);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(evalrun_start(&o, &rq, &er), 0);
+		while (evalrun_poll(er, -1) == 0)
+			;
+		proto_result_init(&rs);
+		evalrun_info_init(&info);
+		ck_assert_int_eq(evalrun_finish(er, &rs, &info), 0);
+		evalrun_free(er);
+		ck_assert_msg(rs.status == PROTO_ST_CORRECT, "%s", rs.message);
+		ck_assert(info.got_result);
+		/* Not ended: no exit status to report, and what it printed
+		 * before its result is kept all the same. */
+		if (!info.ended) {
+			early++;
+			ck_assert_int_eq(info.exit.how, SANDBOX_EXITED);
+			ck_assert_int_eq(info.exit.sig, 0);
+		}
+		evalrun_info_release(&info);
+		proto_result_release(&rs);
+		if (i == 0) {
+			ck_assert_uint_eq(evalrun_zygote_settle(z, 10000), 0);
+			ck_assert_uint_eq(jail_tasks(tasks, 64), 0);
+		}
+	}
+	fprintf(stderr, "test_run: %u of 3 results came before their jails ended\n", early);
+	/* The last two may still be ending: freeing the zygote waits. */
+	evalrun_zygote_free(z);
+	ck_assert_uint_eq(jail_tasks(tasks, 64), 0);
+	proto_request_release(&rq);
+	rmdir(cache);
+}
+END_TEST
+
 static Suite *run_suite(void)
 {
 	Suite *s = suite_create("run");
@@ -1233,6 +1291,7 @@ static Suite *run_suite(void)
 	tcase_add_test(e, zygote_refuses_bad_jobs);
 	tcase_add_test(e, zygote_lost_then_restarted);
 	tcase_add_test(e, zygote_deadline_and_cancel);
+	tcase_add_test(e, zygote_result_before_end);
 	suite_add_tcase(s, e);
 	return s;
 }
