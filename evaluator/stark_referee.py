@@ -654,7 +654,8 @@ class Evaluation:
         self.release_lock()
 
     def teardown(self):
-        self.stop_workers()
+        """After stop_workers(): the workers reaped, the private build
+        folders removed."""
         for w in self.workers:
             w.kill()
             w.chan.close()

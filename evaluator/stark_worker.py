@@ -229,7 +229,6 @@ class Worker:
         return reply, err
 
     def _load(self, args):
-        t0 = time.monotonic()
         init_seed = int(args["init_seed"])
         if self.role == "ref":
             if self.device.type == "cuda" and not torch.cuda.is_available():
@@ -247,7 +246,7 @@ class Worker:
                 self.model, _ = self._construct(self.problem.Model, init_seed, True)
             except BaseException as e:
                 return None, _error("construct", e)
-            return {"load_s": time.monotonic() - t0}, None
+            return {}, None
         phase = "load"
         try:
             sol = self._load_solution()
@@ -271,7 +270,7 @@ class Worker:
         seed = int.from_bytes(os.urandom(8), "little")
         torch.manual_seed(seed)
         random.seed(seed)
-        return {"load_s": time.monotonic() - t0, "weights_copied": copied,
+        return {"weights_copied": copied,
                 "reuses_reference": reuses, "build": stark_build.summary()}, None
 
     def _build_failed(self):
