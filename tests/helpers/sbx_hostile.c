@@ -351,9 +351,12 @@ int main(int argc, char **argv)
 	if (!strcmp(a, "spin"))
 		for (volatile unsigned long i = 0;; i++)
 			;
-	if (!strcmp(a, "sleep"))
+	if (!strcmp(a, "sleep")) {
+		if (*arg)
+			prctl(PR_SET_NAME, arg, 0, 0, 0);
 		for (;;)
 			pause();
+	}
 	if (!strcmp(a, "daemon"))
 		return act_daemon(*arg ? arg : "sbx-daemon");
 	if (!strcmp(a, "kill-all"))

@@ -673,6 +673,19 @@ END_TEST
 
 /* ---- E6: outliving the evaluation ---- */
 
+/* A process name (comm, at most 15 characters) unique to this test
+ * process, so that a check for leftovers cannot see another run's jails
+ * (two test runs side by side, or a CI host's other jobs). */
+static const char *unique_name(const char *base)
+{
+	static char names[4][16];
+	static int next;
+	char *n = names[next++ % 4];
+
+	snprintf(n, 16, "%.8s%d", base, (int)(getpid() % 1000000));
+	return n;
+}
+
 static bool process_named(const char *comm)
 {
 	char path[300], buf[64];
@@ -698,12 +711,15 @@ static bool process_named(const char *comm)
 
 START_TEST(daemon_dies_with_the_jail)
 {
-	run1(SANDBOX_COMPILE, "daemon", "sbx-daemon-c");
+	const char *c_name = unique_name("sbxdc"), *r_name = unique_name("sbxdr");
+	const char *narrowed[] = {"--narrow", "daemon", r_name, NULL};
+
+	run1(SANDBOX_COMPILE, "daemon", c_name);
 	assert_exit(0);
-	ck_assert(!process_named("sbx-daemon-c"));
-	run1(SANDBOX_RUN, "--narrow", "daemon");
+	ck_assert(!process_named(c_name));
+	run_in(SANDBOX_RUN, NULL, narrowed);
 	assert_exit(0);
-	ck_assert(!process_named("sbx-daemon"));
+	ck_assert(!process_named(r_name));
 }
 END_TEST
 
@@ -848,7 +864,8 @@ START_TEST(kill_and_poll)
 	struct sandbox_config cfg;
 	struct sandbox_child *c;
 	struct sandbox_exit ex;
-	char *argv[] = {helper, (char *)"sleep", NULL};
+	const char *name = unique_name("sbxk");
+	char *argv[] = {helper, (char *)"sleep", (char *)name, NULL};
 
 	sandbox_config_init(&cfg, SANDBOX_RUN);
 	ck_assert_int_eq(sandbox_spawn(&cfg, helper, argv, &c), 0);
@@ -863,7 +880,7 @@ START_TEST(kill_and_poll)
 	ck_assert_int_eq(ex.sig, SIGKILL);
 	ck_assert_str_eq(ex.why, "killed by signal 9 (Killed), by the supervisor");
 	sandbox_child_free(c);
-	ck_assert(!process_named("sbx_hostile"));
+	ck_assert(!process_named(name));
 }
 END_TEST
 
@@ -979,6 +996,10 @@ END_TEST
 /* What the jailed function does; it prints what it finds on fd 1. */
 enum fn_act { FN_ROOT, FN_EXEC, FN_SOCKET, FN_SPIN, FN_EXIT7, FN_STATE };
 
+/* The names the function-mode tests give their processes (set by run_fn,
+ * read in the jail after the fork). */
+static char fn_child_name[16], fn_daemon_name[16];
+
 static int fn_body(void *arg)
 {
 	enum fn_act act = (enum fn_act)(intptr_t)arg;
@@ -988,7 +1009,7 @@ static int fn_body(void *arg)
 	struct dirent *de;
 	DIR *d;
 
-	prctl(PR_SET_NAME, "sbx-fn-child", 0, 0, 0);
+	prctl(PR_SET_NAME, fn_child_name, 0, 0, 0);
 	switch (act) {
 	case FN_ROOT:
 		/* The jail's root: /usr is there, the host's canary is not, and
@@ -1017,7 +1038,7 @@ static int fn_body(void *arg)
 		break;
 	case FN_SPIN:
 		if (fork() == 0) {
-			prctl(PR_SET_NAME, "sbx-fn-daemon", 0, 0, 0);
+			prctl(PR_SET_NAME, fn_daemon_name, 0, 0, 0);
 			setsid();
 			for (;;)
 				pause();
@@ -1054,6 +1075,8 @@ static void run_fn(enum sandbox_stage stage, tweak_fn tweak, enum fn_act act)
 	int out[2], nul;
 
 	memset(&R, 0, sizeof(R));
+	snprintf(fn_child_name, sizeof(fn_child_name), "%s", unique_name("fnchild"));
+	snprintf(fn_daemon_name, sizeof(fn_daemon_name), "%s", unique_name("fndaemon"));
 	fflush(stdout);
 	ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
 	nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -1082,7 +1105,7 @@ START_TEST(fn_sees_the_jail)
 	run_fn(SANDBOX_COMPILE, NULL, FN_ROOT);
 	assert_exit(0);
 	ck_assert_str_eq(R.out, "pid 2 usr 1 canary No such file or directory\n");
-	ck_assert(!process_named("sbx-fn-child"));
+	ck_assert(!process_named(fn_child_name));
 }
 END_TEST
 
@@ -1111,8 +1134,8 @@ START_TEST(fn_deadline_kills_the_tree)
 	run_fn(SANDBOX_RUN, short_wall, FN_SPIN);
 	ck_assert_int_eq(R.ex.how, SANDBOX_DEADLINE);
 	ck_assert_str_eq(R.ex.why, "deadline of 0.7 s passed; process tree killed");
-	ck_assert(!process_named("sbx-fn-daemon"));
-	ck_assert(!process_named("sbx-fn-child"));
+	ck_assert(!process_named(fn_daemon_name));
+	ck_assert(!process_named(fn_child_name));
 	assert_host_unharmed();
 }
 END_TEST
