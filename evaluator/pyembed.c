@@ -12,10 +12,12 @@
  * never a malformed frame.
  *
  * _stark holds the primitives that need C:
- *   fork_worker(fd)  fork with Python's fork hooks; in the child: wipe the
+ *   fork_worker(fd, window=-1)
+ *                    fork with Python's fork hooks; in the child: wipe the
  *                    secret seed, die with the referee (PDEATHSIG), own
- *                    process group, close every descriptor >= 3 but fd --
- *                    the result channel and other workers' sockets with them
+ *                    process group, close every descriptor >= 3 but fd and
+ *                    window -- the result channel, the GPU lock and other
+ *                    workers' sockets with them
  *   secret_seed()    the master seed, once, then wiped here
  *   narrow()         sandbox_narrow() when jailed (run jail), else nothing
  *   set_dumpable(b)  prctl(PR_SET_DUMPABLE)
@@ -103,9 +105,12 @@ static void close_range_or_loop(unsigned lo, unsigned hi)
 		close((int)fd);
 }
 
-/* The child's first steps, before any Python of the worker runs. */
-static void worker_child_setup(int keep, pid_t referee)
+/* The child's first steps, before any Python of the worker runs.  keep[]:
+   the descriptors that survive besides stdio, ascending. */
+static void worker_child_setup(const int *keep, int nkeep, pid_t referee)
 {
+	unsigned lo = 3;
+
 	wipe_secret();
 	/* Die with the referee; if it is already gone, go now. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != referee)
@@ -120,30 +125,45 @@ static void worker_child_setup(int keep, pid_t referee)
 	signal(SIGBUS, SIG_DFL);
 	signal(SIGFPE, SIG_DFL);
 	signal(SIGILL, SIG_DFL);
-	/* Only stdio and this worker's socket survive: the result channel
-	   (fd 3) and the other workers' sockets are closed. */
-	close_range_or_loop(3, (unsigned)keep - 1);
-	close_range_or_loop((unsigned)keep + 1, ~0u);
+	/* Only stdio, this worker's socket and the output window survive: the
+	   result channel (fd 3), the GPU lock (fd 4) and the other workers'
+	   sockets are closed. */
+	for (int i = 0; i < nkeep; i++) {
+		close_range_or_loop(lo, (unsigned)keep[i] - 1);
+		lo = (unsigned)keep[i] + 1;
+	}
+	close_range_or_loop(lo, ~0u);
 }
 
+/* fork_worker(sock, window=-1): sock is the worker's socket, window an
+   optional second descriptor it keeps (the output window's memfd). */
 static PyObject *py_fork_worker(PyObject *self, PyObject *args)
 {
 	pid_t pid, referee = getpid();
-	int keep;
+	int keep[2], nkeep = 1, sock, window = -1;
 
 	(void)self;
-	if (!PyArg_ParseTuple(args, "i", &keep))
+	if (!PyArg_ParseTuple(args, "i|i", &sock, &window))
 		return NULL;
-	if (keep <= EVAL_FD_RESULT) {
+	if (sock <= EVAL_FD_RESULT || (window >= 0 && window <= EVAL_FD_RESULT) || window == sock) {
 		PyErr_SetString(PyExc_ValueError,
-				"fork_worker: the worker's socket must be above fd 3, the result channel");
+				"fork_worker: the worker's descriptors must be distinct and above fd 3, "
+				"the result channel");
 		return NULL;
+	}
+	keep[0] = sock;
+	if (window >= 0) {
+		keep[nkeep++] = window;
+		if (window < sock) {
+			keep[0] = window;
+			keep[1] = sock;
+		}
 	}
 	PyOS_BeforeFork();
 	pid = fork();
 	if (pid == 0) {
 		PyOS_AfterFork_Child();
-		worker_child_setup(keep, referee);
+		worker_child_setup(keep, nkeep, referee);
 		return PyLong_FromLong(0);
 	}
 	PyOS_AfterFork_Parent();
@@ -217,7 +237,7 @@ static PyObject *py_limits(PyObject *self, PyObject *noargs)
 }
 
 static PyMethodDef stark_methods[] = {
-	{"fork_worker", py_fork_worker, METH_VARARGS, "fork a worker keeping one descriptor"},
+	{"fork_worker", py_fork_worker, METH_VARARGS, "fork a worker keeping its socket (and window)"},
 	{"secret_seed", py_secret_seed, METH_NOARGS, "the master seed, once"},
 	{"narrow", py_narrow, METH_NOARGS, "install the narrow filter when jailed"},
 	{"set_dumpable", py_set_dumpable, METH_O, "prctl(PR_SET_DUMPABLE)"},

@@ -73,9 +73,6 @@ LIMITS = _stark.limits()
 NOOP_PINGS = 21
 CALL_FLOOR_S = 10.0           # a candidate's forward may take at least this,
 CALL_FACTOR = 100.0           # or this many times the reference's slowest call
-RELAY_CHUNK = 256 << 10       # bytes forwarded per step from candidate to reference:
-                              # about a socket buffer, so the three processes
-                              # move the bytes at once, not in turns
 LOCK_FD = 4                   # the GPU lock file, when the orchestrator passes one
 LOCK_TURN = 0                 # its byte taken to wait for LOCK_GPU (take_lock)
 LOCK_GPU = 1                  # its byte held while using the GPU
@@ -546,9 +543,10 @@ class Evaluation:
         self.cuda = str(req["device"]).startswith("cuda")
         self.tmp_cubin = None
         self.lock_fd = None
+        self.window_fd = None           # the output window (stark_wire)
+        self.window_size = 0
         self.lock_held = None       # "ex", "sh" or None
         self.lock_wait = {}         # seconds waited for the GPU lock, by mode
-        self.relay_buf = None
         self.spent = {}             # seconds by part of a pair (env pair_ms)
 
     def spend(self, part, t0):
@@ -622,13 +620,14 @@ class Evaluation:
     def cfg(self):
         return {"device": self.req["device"], "stage": self.stage,
                 "cache_dir": self.req["cache_dir"] or self.tmp_cache,
-                "cubin_dir": self.tmp_cubin,
+                "cubin_dir": self.tmp_cubin, "window_fd": self.window_fd,
                 "solution_name": self.req["solution_name"] or "solution.py",
                 "solution_src": self.req["solution_src"]}
 
     def spawn(self, role):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        pid = _stark.fork_worker(child.fileno())
+        pid = _stark.fork_worker(child.fileno(),
+                                 -1 if self.window_fd is None else self.window_fd)
         if pid == 0:
             try:
                 # The C side closed these descriptors; forget them without
@@ -663,6 +662,9 @@ class Evaluation:
         for d in (self.tmp_cache, self.tmp_cubin):
             if d:
                 shutil.rmtree(d, ignore_errors=True)
+        if self.window_fd is not None:
+            os.close(self.window_fd)
+            self.window_fd = None
 
     def failed(self, w, exc, what):
         """Turns a failure talking to a worker into a Verdict."""
@@ -851,18 +853,24 @@ class Evaluation:
 
     def fetch_compare(self, ref_meta, ref_facts, what, digest=None, tols=None):
         """The candidate's outputs: its header is checked against the
-        reference's (structure, dtype, shape and device, before any tensor
-        byte is read) and its integrity facts against the reference's; then
-        its bytes are streamed on to the reference worker, which compares
-        them while the candidate is stopped.  digest: on GPUs, the
-        digests of its outputs the candidate's CALL reply gave, which the
-        reference checks against the bytes.  tols: (atol, rtol) per output,
-        by default the request's for each dtype.  Returns the reference's
-        per-output statistics."""
+        reference's (structure, dtype, shape and device) and its integrity
+        facts against the reference's; its bytes, which it writes into the
+        output window (stark_wire), are then read and compared by the
+        reference worker while the candidate is stopped.  digest: on GPUs,
+        the digests of its outputs the candidate's CALL reply gave, which
+        the reference checks against the bytes.  tols: (atol, rtol) per
+        output, by default the request's for each dtype.  Returns the
+        reference's per-output statistics."""
         c, r = self.cand, self.ref
+        _, size = W.window_layout(ref_meta[1])
+        if size > self.window_size:
+            # Grown only (the window is sealed against shrinking); sparse
+            # until the candidate writes.
+            os.ftruncate(self.window_fd, size)
+            self.window_size = size
 
         def head():
-            c.chan.send(W.FETCH, b"", self.deadline)
+            c.chan.send_json(W.FETCH, {"window": size}, self.deadline)
             kind, hdr = c.chan.recv_json({W.OUT_HEADER: W.HEADER_MAX,
                                           W.ERR: W.CONTROL_MAX}, self.deadline)
             if kind == W.ERR:
@@ -882,15 +890,17 @@ class Evaluation:
         cand_facts = self.talk(c, what, head)
         t = self.spend("fetch", t)
         self.check_facts(cand_facts, ref_facts, what)
-        want = sum(sp[2] for sp in ref_meta[1])
 
-        def data_head():
-            kind, n = c.chan.recv_header(self.deadline)
-            if kind != W.OUT_DATA:
-                raise W.WireError("expected %r, got %r" % (W.OUT_DATA, kind))
-            if n != want:
-                raise W.WireError("tensor data of %d bytes, expected %d" % (n, want))
-        self.talk(c, what, data_head)
+        def written():
+            kind, info = c.chan.recv_json({W.OUT_WRITTEN: W.CONTROL_MAX,
+                                           W.ERR: W.CONTROL_MAX}, self.deadline)
+            if kind == W.ERR:
+                raise self.worker_error(c, info, what)
+            if info.get("bytes") != size:
+                raise W.WireError("%r bytes written to the output window, expected %d"
+                                  % (info.get("bytes"), size))
+        self.talk(c, what, written)
+        t = self.spend("write", t)
         if not ref_meta[1]:
             return []
         hdr = {"items": [{"dtype": W.dtype_name(sp[0]), "shape": list(sp[1])}
@@ -900,21 +910,13 @@ class Evaluation:
             ok = isinstance(digest, list) and all(type(d) is int and abs(d) < (1 << 63)
                                                   for d in digest)
             hdr["digest"] = digest if ok else []
-        self.talk(r, what, r.chan.send_json, W.COMPARE, hdr, self.deadline)
-        self.talk(r, what, r.chan.send_all, W.HDR.pack(W.COMPARE_DATA, want), self.deadline)
-        if self.relay_buf is None:
-            self.relay_buf = memoryview(bytearray(RELAY_CHUNK))
-        view, left = self.relay_buf, want
-        while left:
-            k = min(left, len(view))
-            self.talk(c, what, c.chan.recv_into, view[:k], self.deadline)
-            self.talk(r, what, r.chan.send_all, view[:k], self.deadline)
-            left -= k
-        t = self.spend("relay", t)
         with _Stopped(c):
+            self.talk(r, what, r.chan.send_json, W.COMPARE, hdr, self.deadline)
             reply = self.talk(r, what, self.expect_ok, r, "the comparison of outputs (%s)"
                               % what)
         self.spend("compare", t)
+        if isinstance(reply.get("window"), str):
+            self.res["env"]["window"] = reply["window"][:200]
         if digest is not None and reply.get("digest_ok") is not True:
             raise Verdict("rejected", "integrity check 'output written after return' "
                           "failed (%s): the candidate's outputs are not those it had when "
@@ -1094,6 +1096,12 @@ class Evaluation:
         self.res["stage_ms"]["compile_ms"] = (time.monotonic() - t0) * 1e3
         self.build = info.get("build") if isinstance(info.get("build"), dict) else {}
         self.res["env"]["weights_copied"] = str(_int(info, "weights_copied"))
+        # The fast format's NVRTC builds while the candidate loaded, as its
+        # worker counted them (diagnostics: that process runs its code).
+        cub = info.get("cubins") if isinstance(info.get("cubins"), dict) else {}
+        if _int(cub, "built") or _int(cub, "cached"):
+            self.res["env"]["cubins"] = "built %d in %.0f ms, cached %d" % (
+                _int(cub, "built"), _number(cub.get("build_s")) * 1e3, _int(cub, "cached"))
         if info.get("reuses_reference") is True:
             self.flag("reuses_reference")
 
@@ -1544,6 +1552,7 @@ class Evaluation:
                 self.tmp_cubin = None
         _stark.set_dumpable(False)
         if self.stage != "compile":
+            self.window_fd = W.window_create()
             self.ref = self.spawn("ref")
         self.cand = self.spawn("cand")
         # Only now, with every worker forked, does the secret enter memory.

@@ -4,13 +4,14 @@ pieces of data handling both sides share.
 The referee (trusted) drives two forked workers over socketpairs: one runs
 the problem's reference Model, the other the candidate's ModelNew.  Every
 message is a 12-byte header (4-byte ASCII kind, 8-byte little-endian payload
-length) followed by the payload.  Control payloads are JSON; tensors travel
-as raw bytes after a JSON header that names each tensor's dtype and shape.
+length) followed by the payload.  Payloads are JSON; output tensors travel
+through the output window (below), described by a JSON header that names
+each tensor's dtype and shape.
 
 Nothing a worker sends is unpickled or evaluated: the referee reads a
 header, checks the kind and the length against a cap it chose before
-reading a byte of payload, and parses JSON or moves raw bytes whose dtype
-and shape it validated.  Deadlines are enforced on every read and write; a
+reading a byte of payload, and parses JSON; the reference worker reads
+from the window only the dtypes and shapes the referee validated.  Deadlines are enforced on every read and write; a
 worker that dies is noticed through its pidfd (or by polling its pid where
 pidfds are not available).
 
@@ -21,11 +22,25 @@ The data path of one call (the same on CPUs and GPUs):
          candidate whose inputs differ from the reference's is rejected.
   CALL   each model runs with the other worker stopped.
   FETCH  the reference describes its outputs (header only: its bytes never
-         leave it); the candidate sends header and bytes.
+         leave it); the candidate sends its header and writes its bytes
+         into the output window (below), then says so.
   CMPR   the referee checks the candidate's header against the reference's
-         and streams the candidate's bytes on to the reference worker, which
-         compares them on its device with its own outputs (compare_tensor)
-         while the candidate is stopped, and replies with the statistics.
+         and, with the candidate stopped, has the reference worker read the
+         bytes from the window onto its device and compare them with its
+         own outputs (compare_tensor); it replies with the statistics.
+
+The output window is a memfd the referee creates before it forks the
+workers and sizes (ftruncate) before each FETCH to the reference's output
+bytes (window_layout).  Outputs move through it with one copy each way,
+straight between the device and memory the workers register with CUDA,
+instead of through two sockets and the referee.  The candidate maps it
+writable, the reference read-only; it only ever holds the candidate's
+bytes, so reading it teaches the candidate nothing.  It is sealed against
+shrinking (a mapping past the end of a shrunk file faults) and against new
+seals, so the candidate can neither crash the reference through it nor
+stop the referee growing it.  What the candidate writes there after it
+said FETCH was done is still its own output, and the output digests of
+timed calls tie those bytes to the moment the call returned.
 
 Input distributions: the trials alternate between the problem's own
 get_inputs() and a variant of it (vary_inputs): every floating tensor that
@@ -39,9 +54,9 @@ fails there.  Warm-up, timed, profiled and shape-probe calls use the
 problem's own distribution.
 """
 
-import ctypes
 import json
 import math
+import mmap
 import os
 import random
 import select
@@ -49,6 +64,7 @@ import socket
 import struct
 import time
 import traceback
+import warnings
 
 import torch
 
@@ -59,9 +75,9 @@ LOAD = b"LOAD"      # JSON {"init_seed": n}: build the model
 COMPILE = b"COMP"   # JSON {}: run the solution's top level, build natives
 GEN = b"GEN "       # JSON {"seed", "sizes", "variant"}: make this call's inputs
 CALL = b"CALL"      # run forward on the last inputs (timed in the worker on GPUs)
-FETCH = b"FTCH"     # describe the last outputs; the candidate also sends them
-COMPARE = b"CMPR"   # reference only: JSON header; the candidate's bytes follow
-COMPARE_DATA = b"CMPD"  # as COMPARE's raw tensor bytes
+FETCH = b"FTCH"     # describe the last outputs; JSON {"window": n}: the
+                    # candidate also writes them into the output window
+COMPARE = b"CMPR"   # reference only: JSON header; the bytes are in the window
 FLUSH = b"FLSH"     # reference only: flush the GPU's L2 before a timed call
 TIMED_NOOP = b"TNOP"  # CALL's timing steps without forward
 DEVICE_INFO = b"DEVI"  # reference only: JSON {"bandwidth": bool}: clocks, copy rate
@@ -73,7 +89,7 @@ QUIT = b"QUIT"
 OK = b"OK  "        # JSON info
 ERR = b"ERR "       # JSON {"type", "message", "traceback", "phase", ...}
 OUT_HEADER = b"OUTH"  # JSON {"kind": "tensor"|"seq"|"bad"|"reject", ...}
-OUT_DATA = b"OUTD"  # raw tensor bytes
+OUT_WRITTEN = b"OUTW"  # JSON {"bytes": n}: the outputs are in the window
 
 CONTROL_MAX = 4 << 20       # a JSON payload from a worker
 HEADER_MAX = 1 << 20        # an output header
@@ -126,23 +142,6 @@ def dtype_name(dt):
     return name
 
 
-def tensor_view(t):
-    """A writable memoryview over a contiguous CPU tensor's bytes."""
-    n = t.numel() * t.element_size()
-    if n == 0:
-        return memoryview(b"")
-    buf = (ctypes.c_ubyte * n).from_address(t.data_ptr())
-    return memoryview(buf).cast("B")
-
-
-def to_wire_tensor(t):
-    """Contiguous CPU copy (or the tensor itself when already so)."""
-    t = t.detach()
-    if t.device.type != "cpu":
-        t = t.cpu()
-    return t.contiguous()
-
-
 def describe_tensor(t):
     return {"dtype": dtype_name(t.dtype), "shape": list(t.shape)}
 
@@ -164,6 +163,105 @@ def checked_spec(spec, what):
         n *= d
     nbytes = n * torch.empty((), dtype=dt).element_size()
     return dt, tuple(shape), nbytes
+
+
+WINDOW_ALIGN = 256            # each output's offset in the window
+
+
+def window_layout(specs):
+    """Offsets of the outputs of validated specs [(dtype, shape, nbytes)] in
+    the output window, each aligned to WINDOW_ALIGN, and the bytes the
+    window needs for them."""
+    offs, pos = [], 0
+    for _, _, n in specs:
+        offs.append(pos)
+        pos += -(-n // WINDOW_ALIGN) * WINDOW_ALIGN
+    return offs, pos
+
+
+def window_create():
+    """The referee's side: a new, empty output window (a memfd sealed
+    against shrinking and further seals).  Returns its descriptor."""
+    import fcntl
+    fd = os.memfd_create("stark-outputs", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class Window:
+    """A worker's mapping of the output window: writable in the candidate's
+    worker, read-only in the reference's.  With pin, the mapping is
+    registered with CUDA (cudaHostRegister), so copies between it and the
+    device run at the speed of pinned memory; where registering fails they
+    still work, at the speed of pageable memory (pin_error says why)."""
+
+    def __init__(self, fd, writable, pin=False):
+        self.fd = fd
+        self.writable = writable
+        self.pin = pin
+        self.pin_error = None
+        self.mm = None
+        self.size = 0
+        self.ptr = None         # the registered address, when pinned
+        self.stale = []         # mappings a live view kept from closing
+
+    def _address(self, mm):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # a read-only buffer
+            return torch.frombuffer(mm, dtype=torch.uint8, count=1).data_ptr()
+
+    def unmap(self):
+        if self.ptr is not None:
+            torch.cuda.cudart().cudaHostUnregister(self.ptr)
+            self.ptr = None
+        if self.mm is not None:
+            try:
+                self.mm.close()
+            except BufferError:
+                self.stale.append(self.mm)
+            self.mm, self.size = None, 0
+
+    def map(self, size):
+        """The mapping, at least size bytes long (the window's file must be
+        that large: WireError if it is not)."""
+        if self.mm is not None and self.size >= size:
+            return self.mm
+        have = os.fstat(self.fd).st_size
+        if have < size:
+            raise WireError("the output window holds %d bytes, %d needed" % (have, size))
+        self.unmap()
+        prot = mmap.PROT_READ | (mmap.PROT_WRITE if self.writable else 0)
+        self.mm = mmap.mmap(self.fd, size, flags=mmap.MAP_SHARED, prot=prot)
+        self.size = size
+        if self.pin and self.pin_error is None:
+            ptr = self._address(self.mm)
+            # cudaHostRegisterReadOnly (8) for the reference's mapping.
+            err = torch.cuda.cudart().cudaHostRegister(ptr, size, 0 if self.writable else 8)
+            if int(err) == 0:
+                self.ptr = ptr
+            else:
+                self.pin_error = "cudaHostRegister: error %d" % int(err)
+        return self.mm
+
+    def tensors(self, specs, offs, size):
+        """CPU tensors over the window's bytes for validated specs at offs
+        (window_layout); they are views, to be dropped before the next
+        map()."""
+        mm = self.map(size)
+        out = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # a read-only buffer
+            for (dt, shape, n), off in zip(specs, offs):
+                if n == 0:
+                    out.append(torch.empty(shape, dtype=dt))
+                    continue
+                t = torch.frombuffer(mm, dtype=torch.uint8, count=n, offset=off)
+                out.append(t.view(dt).reshape(shape))
+        return out
 
 
 class Channel:
@@ -280,36 +378,6 @@ class Channel:
         if not isinstance(obj, dict):
             raise WireError("message %r is not a JSON object" % kind)
         return kind, obj
-
-    def send_tensors(self, kind_hdr, kind_data, header, tensors, deadline=None):
-        """Sends a JSON header, then the tensors' bytes as one message."""
-        total = sum(t.numel() * t.element_size() for t in tensors)
-        self.send_json(kind_hdr, header, deadline)
-        self.send_all(HDR.pack(kind_data, total), deadline)
-        for t in tensors:
-            self.send_all(tensor_view(t), deadline)
-
-    def recv_tensor_data(self, kind_data, specs, deadline=None, into=None):
-        """Receives the data message for tensors of validated specs
-        [(dtype, shape, nbytes)] straight into tensor memory: into[i] when
-        it is a contiguous CPU tensor of that dtype and shape (reused
-        buffers), else a freshly allocated tensor."""
-        kind, n = self.recv_header(deadline)
-        want = sum(s[2] for s in specs)
-        if kind != kind_data:
-            raise WireError("expected %r, got %r" % (kind_data, kind))
-        if n != want:
-            raise WireError("tensor data of %d bytes, expected %d" % (n, want))
-        out = []
-        for i, (dt, shape, _) in enumerate(specs):
-            t = into[i] if into and i < len(into) else None
-            if not (isinstance(t, torch.Tensor) and t.dtype == dt and
-                    tuple(t.shape) == shape and t.device.type == "cpu" and
-                    t.is_contiguous()):
-                t = torch.empty(shape, dtype=dt)
-            self.recv_into(tensor_view(t), deadline)
-            out.append(t)
-        return out
 
 
 def describe_inputs(items):

@@ -12,8 +12,9 @@ on GPUs it flushes the L2 before every timed call and reads the clocks and
 the copy rate (FLUSH, DEVICE_INFO).
 
 By the time serve() runs, the C side of the fork (_stark.fork_worker) has
-closed every descriptor but this worker's socket and stdio -- the result
-channel (fd 3), the GPU lock (fd 4) and the other worker's socket included
+closed every descriptor but this worker's socket, the output window and
+stdio -- the result channel (fd 3), the GPU lock (fd 4) and the other
+worker's socket included
 -- wiped the secret seed from this copy of memory, and put the worker in its
 own process group.  A candidate worker, when the evaluator runs jailed, then
 installs the sandbox's narrow seccomp filter before the solution's top level
@@ -23,8 +24,8 @@ Everything in the candidate's worker after the solution is loaded can be
 replaced by the candidate; nothing the referee relies on is computed there.
 Its checks on outputs (plain tensors, no aliasing of inputs, no late
 writes) catch honest mistakes and lazy tricks; what the referee trusts is
-the bytes it forwards to the reference worker, the digests that tie them to
-the moment the call returned, and its own clock.
+the bytes the reference worker reads from the output window, the digests
+that tie them to the moment the call returned, and its own clock.
 """
 
 import ctypes
@@ -138,8 +139,11 @@ class Worker:
         self.in_bufs = []      # input tensors, reused from call to call
         self.in_spans = []
         self.kept = None       # reference: outputs described at FETCH
-        self.out_staging = []  # candidate: pinned buffers for its outputs
-        self.cmp_staging = []  # reference: landing buffers for the candidate's
+        # The output window (stark_wire): the candidate writes its outputs
+        # there, the reference reads them.
+        fd = cfg.get("window_fd")
+        self.window = W.Window(fd, writable=(role == "cand"),
+                               pin=self.device.type == "cuda") if type(fd) is int else None
         self.events = None
         self.flush_buf = None
         self.flush_ctx = None
@@ -270,8 +274,8 @@ class Worker:
         seed = int.from_bytes(os.urandom(8), "little")
         torch.manual_seed(seed)
         random.seed(seed)
-        return {"weights_copied": copied,
-                "reuses_reference": reuses, "build": stark_build.summary()}, None
+        return {"weights_copied": copied, "reuses_reference": reuses,
+                "build": stark_build.summary(), "cubins": dict(stark_cuda.stats)}, None
 
     def _build_failed(self):
         f = stark_build.state["failures"]
@@ -505,24 +509,6 @@ class Worker:
         names = sorted({str(e.name)[:120] for e in prof.function_events})
         return {"ops": names[:4000]}
 
-    def _host_copy(self, i, t):
-        """Contiguous CPU bytes of output i: on GPUs through a pinned
-        buffer kept from call to call (a pageable copy is several times
-        slower)."""
-        t = t.detach()
-        if t.device.type != "cuda":
-            return W.to_wire_tensor(t)
-        bufs = self.out_staging
-        buf = bufs[i] if i < len(bufs) else None
-        if not (isinstance(buf, torch.Tensor) and buf.shape == t.shape and buf.dtype == t.dtype):
-            buf = _host_buffer(t.shape, t.dtype)
-            if i < len(bufs):
-                bufs[i] = buf
-            else:
-                bufs.append(buf)
-        buf.copy_(t)
-        return buf
-
     def _describe_outputs(self):
         out = self.outputs
         if isinstance(out, (tuple, list)):
@@ -574,9 +560,12 @@ class Worker:
             header["mag"] = [_magnitude(t) for t in tensors]
         return header, tensors
 
-    def cmd_fetch(self):
+    def cmd_fetch(self, args):
         """The reference only describes its outputs and keeps them for
-        COMPARE; the candidate sends its bytes too."""
+        COMPARE; the candidate also writes their bytes into the output
+        window, when they fit the size the referee made it (args["window"]:
+        outputs that do not fit fail the referee's checks anyway), and
+        says how many it wrote."""
         header, tensors = self._describe_outputs()
         if header["kind"] in ("bad", "reject"):
             self.chan.send_json(W.OUT_HEADER, header)
@@ -585,51 +574,45 @@ class Worker:
             self.kept = tensors
             self.chan.send_json(W.OUT_HEADER, header)
             return
-        wire = [self._host_copy(i, t) for i, t in enumerate(tensors)]
-        self.chan.send_tensors(W.OUT_HEADER, W.OUT_DATA, header, wire)
+        self.chan.send_json(W.OUT_HEADER, header)
         self.outputs = None
-
-    def _drain(self, kind_data):
-        """Reads and drops one raw data message (a refused COMPARE's)."""
-        kind, n = self.chan.recv_header(None)
-        if kind != kind_data:
-            raise W.WireError("expected %r, got %r" % (kind_data, kind))
-        buf = bytearray(min(n, 1 << 22))
-        while n:
-            k = min(n, len(buf))
-            self.chan.recv_into(memoryview(buf)[:k], None)
-            n -= k
+        size = args.get("window")
+        specs = [(t.dtype, tuple(t.shape), t.numel() * t.element_size()) for t in tensors]
+        offs, total = W.window_layout(specs)
+        if self.window is None or type(size) is not int or total > size:
+            self.chan.send_json(W.OUT_WRITTEN, {"bytes": 0})
+            return
+        views = self.window.tensors(specs, offs, total)
+        for v, t in zip(views, tensors):
+            v.copy_(t)
+        del views
+        self.chan.send_json(W.OUT_WRITTEN, {"bytes": total})
 
     def cmd_compare(self, header):
-        """Reference only: receives the candidate's output bytes (forwarded
-        by the referee, whose header checks they passed), moves them to this
-        worker's device and compares them with the outputs kept at FETCH.
-        Stops at the first output with mismatches, as the message names
-        only that one."""
+        """Reference only: reads the candidate's output bytes from the output
+        window (the referee's header checks passed, the candidate is
+        stopped), moves them to this worker's device and compares them with
+        the outputs kept at FETCH.  Stops at the first output with
+        mismatches, as the message names only that one."""
         kept = self.kept
-        try:
-            specs = [W.checked_spec(d, "compared output") for d in header["items"]]
-            tols = [(float(a), float(r)) for a, r in header["tol"]]
-            if kept is None or len(specs) != len(kept) or len(tols) != len(kept):
-                raise ValueError("nothing to compare with: %d outputs kept, %d sent"
-                                 % (len(kept or []), len(specs)))
-            for i, ((dt, shape, _), want) in enumerate(zip(specs, kept)):
-                if dt != want.dtype or shape != tuple(want.shape):
-                    raise ValueError("output %d sent as %s %s, kept as %s %s"
-                                     % (i, dt, list(shape), want.dtype, list(want.shape)))
-        except Exception:
-            self._drain(W.COMPARE_DATA)
-            raise
-        cuda = self.device.type == "cuda"
-        staging = self.cmp_staging
-        if cuda:
-            staging = [staging[i] if i < len(staging) and staging[i].dtype == dt and
-                       tuple(staging[i].shape) == shape else _host_buffer(shape, dt)
-                       for i, (dt, shape, _) in enumerate(specs)]
-        got = self.chan.recv_tensor_data(W.COMPARE_DATA, specs, into=staging)
-        self.cmp_staging = got
-        got = [g.to(want.device, non_blocking=True) if g.device != want.device else g
-               for g, want in zip(got, kept)]
+        specs = [W.checked_spec(d, "compared output") for d in header["items"]]
+        tols = [(float(a), float(r)) for a, r in header["tol"]]
+        if kept is None or len(specs) != len(kept) or len(tols) != len(kept):
+            raise ValueError("nothing to compare with: %d outputs kept, %d sent"
+                             % (len(kept or []), len(specs)))
+        for i, ((dt, shape, _), want) in enumerate(zip(specs, kept)):
+            if dt != want.dtype or shape != tuple(want.shape):
+                raise ValueError("output %d sent as %s %s, kept as %s %s"
+                                 % (i, dt, list(shape), want.dtype, list(want.shape)))
+        if self.window is None:
+            raise ValueError("this worker has no output window")
+        offs, total = W.window_layout(specs)
+        views = self.window.tensors(specs, offs, total)
+        # On a GPU, one copy each, straight from the (registered) window;
+        # on the CPU, the views are compared in place.
+        got = [v.to(want.device) if v.device != want.device else v
+               for v, want in zip(views, kept)]
+        del views
         reply = {}
         claimed = header.get("digest")
         if claimed is not None:
@@ -644,7 +627,10 @@ class Worker:
                 break
         self.kept = None
         self.outputs = None
+        del got
         reply["results"] = results
+        if self.window is not None and self.window.pin_error:
+            reply["window"] = self.window.pin_error
         return reply
 
     # -- the GPU, for timing (reference only) -----------------------------
@@ -788,7 +774,7 @@ class Worker:
     def serve(self):
         chan = self.chan
         caps = {W.LOAD: 1 << 16, W.COMPILE: 1 << 16, W.GEN: 1 << 20, W.CALL: 64,
-                W.FETCH: 0, W.COMPARE: W.HEADER_MAX, W.FLUSH: 64, W.TIMED_NOOP: 0,
+                W.FETCH: 64, W.COMPARE: W.HEADER_MAX, W.FLUSH: 64, W.TIMED_NOOP: 0,
                 W.DEVICE_INFO: 1 << 12, W.PING: 0, W.QUIT: 0, W.PROFILE: 0}
         phases = {W.LOAD: "load", W.GEN: "inputs", W.COMPARE: "compare",
                   W.FLUSH: "device", W.DEVICE_INFO: "device"}
@@ -801,7 +787,8 @@ class Worker:
                 continue
             if kind == W.FETCH:
                 try:
-                    self.cmd_fetch()
+                    args = json.loads(payload) if payload else {}
+                    self.cmd_fetch(args if isinstance(args, dict) else {})
                 except BaseException as e:
                     chan.send_json(W.ERR, _error("fetch", e))
                 continue
@@ -921,15 +908,6 @@ def _magnitude(t):
         return 0.0
     m = float(t.detach().abs().float().mean())
     return m if m == m and m not in (float("inf"), float("-inf")) else 0.0
-
-
-def _host_buffer(shape, dtype):
-    """A CPU tensor for device<->host copies: pinned (several times faster
-    than pageable memory), or pageable where pinning is refused."""
-    try:
-        return torch.empty(shape, dtype=dtype, pin_memory=True)
-    except Exception:
-        return torch.empty(shape, dtype=dtype)
 
 
 def _exc_text(e):
