@@ -55,6 +55,7 @@
 #define PYSRC(sym) extern const char sym##_start[], sym##_end[]
 PYSRC(stark_py_cuda);
 PYSRC(stark_py_wire);
+PYSRC(stark_py_nvcc);
 PYSRC(stark_py_build);
 PYSRC(stark_py_worker);
 PYSRC(stark_py_referee);
@@ -66,6 +67,7 @@ static const struct {
 } harness[] = {
 	{"stark_cuda", stark_py_cuda_start, stark_py_cuda_end},
 	{"stark_wire", stark_py_wire_start, stark_py_wire_end},
+	{"stark_nvcc", stark_py_nvcc_start, stark_py_nvcc_end},
 	{"stark_build", stark_py_build_start, stark_py_build_end},
 	{"stark_worker", stark_py_worker_start, stark_py_worker_end},
 	{"stark_referee", stark_py_referee_start, stark_py_referee_end},
@@ -303,7 +305,8 @@ static int load_harness(char *err, size_t errlen)
 	char fname[64];
 
 	for (size_t i = 0; i < ST_ARRAY_LEN(harness); i++) {
-		PyObject *code, *mod;
+		PyObject *code, *mod, *src;
+		int rc;
 
 		snprintf(fname, sizeof(fname), "<stark-eval>/%s.py", harness[i].name);
 		code = Py_CompileStringExFlags(harness[i].start, fname, Py_file_input, NULL, 0);
@@ -319,7 +322,19 @@ static int load_harness(char *err, size_t errlen)
 			dbuf_release(&tb);
 			return ST_EIO;
 		}
+		/* A module's own text, for the one that is also run as a
+		   program (stark_nvcc, written into build folders). */
+		src = PyUnicode_DecodeUTF8(harness[i].start,
+					   harness[i].end - harness[i].start, "strict");
+		rc = src ? PyObject_SetAttrString(mod, "__stark_source__", src) : -1;
+		Py_XDECREF(src);
 		Py_DECREF(mod);
+		if (rc < 0) {
+			PyErr_Clear();
+			snprintf(err, errlen, "harness module %s: its text is not kept",
+				 harness[i].name);
+			return ST_EIO;
+		}
 	}
 	return 0;
 }

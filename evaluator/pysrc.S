@@ -19,6 +19,7 @@ sym##_end:				\
 	.section .rodata
 EMBED(stark_py_cuda, "evaluator/stark_cuda.py")
 EMBED(stark_py_wire, "evaluator/stark_wire.py")
+EMBED(stark_py_nvcc, "evaluator/stark_nvcc.py")
 EMBED(stark_py_build, "evaluator/stark_build.py")
 EMBED(stark_py_worker, "evaluator/stark_worker.py")
 EMBED(stark_py_referee, "evaluator/stark_referee.py")

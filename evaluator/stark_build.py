@@ -23,6 +23,11 @@ a builder killed at its deadline leaves nothing a later one trips on
 (torch's own lock file included).  Failed builds leave their log beside
 the entry, so the same broken sources are not compiled twice.
 
+In the compile stage, nvcc is reached through stark_nvcc (written into each
+build's folder), which runs nvcc's host and device front ends at the same
+time; STARK_NVCC=plain keeps the real nvcc alone.  The build summary says
+how each .cu unit was compiled ("nvcc").
+
 Build failures are recorded here even when the candidate's code catches the
 exception, so a solution that quietly falls back to PyTorch after a failed
 build is still reported as compile_error.
@@ -105,8 +110,69 @@ state = {
     "build_s": 0.0,      # seconds spent building
     "load_s": 0.0,       # seconds spent importing cached entries
     "failures": [],      # [{"name", "log"}]
+    "nvcc": [],          # stark_nvcc's records of this process's builds
+    "nvcc_cmd": None,    # the nvcc command of the build under way
 }
 _real_load_inline = None
+_real_join_cuda_home = None
+NVCC_SCRIPT = "stark_nvcc.py"
+NVCC_STATS = "stark-nvcc.jsonl"
+NVCC_KEEP = 16              # records kept per process
+
+
+def _nvcc_source():
+    """stark_nvcc's text: embedded in stark-eval (pyembed sets
+    __stark_source__), or the file beside this one."""
+    import stark_nvcc
+    src = getattr(stark_nvcc, "__stark_source__", None)
+    if src is None:
+        with open(stark_nvcc.__file__, "r", encoding="utf-8") as f:
+            src = f.read()
+    return src
+
+
+def _nvcc_command(tmp):
+    """The nvcc command for a build in tmp: python3 stark_nvcc.py REAL
+    STATS, or None to leave torch's choice (STARK_NVCC=plain, no nvcc,
+    a path a ninja file cannot hold)."""
+    if os.environ.get("STARK_NVCC", "") == "plain" or _real_join_cuda_home is None:
+        return None
+    real = _real_join_cuda_home("bin", "nvcc")
+    script = os.path.join(tmp, NVCC_SCRIPT)
+    stats = os.path.join(tmp, NVCC_STATS)
+    parts = [sys.executable, script, real, stats]
+    if not os.path.exists(real) or any(not p or any(c.isspace() or c in "$:" for c in p)
+                                       for p in parts):
+        return None
+    try:
+        with open(script, "w", encoding="utf-8") as f:
+            f.write(_nvcc_source())
+    except (OSError, ImportError):
+        return None
+    return " ".join(parts)
+
+
+def _join_cuda_home(*paths):
+    """torch's _join_cuda_home, except that bin/nvcc is stark_nvcc during
+    a build that chose it."""
+    if paths == ("bin", "nvcc") and state["nvcc_cmd"]:
+        return state["nvcc_cmd"]
+    return _real_join_cuda_home(*paths)
+
+
+def _collect_nvcc(tmp):
+    try:
+        with open(os.path.join(tmp, NVCC_STATS), "r", encoding="utf-8") as f:
+            lines = f.read(65536).splitlines()
+    except OSError:
+        return
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and len(state["nvcc"]) < NVCC_KEEP:
+            state["nvcc"].append(rec)
 
 
 def _as_list(x):
@@ -236,15 +302,20 @@ def _build(name, key, entry, kwargs):
         kwargs = dict(kwargs)
         kwargs["build_directory"] = tmp
         kwargs["verbose"] = False       # the output goes into the exception
+        state["nvcc_cmd"] = _nvcc_command(tmp)
         try:
             result = _real_load_inline(name, **kwargs)
         except Exception as e:
+            state["nvcc_cmd"] = None
+            _collect_nvcc(tmp)
             log = str(e)
             if len(log) > LOG_KEEP:
                 log = log[:LOG_KEEP // 2] + "\n[... cut ...]\n" + log[-LOG_KEEP // 2:]
             shutil.rmtree(tmp, ignore_errors=True)
             _remember_failure(entry, log)
             _fail(name, log)
+        state["nvcc_cmd"] = None
+        _collect_nvcc(tmp)
         if isinstance(result, str):     # is_python_module=False: a path
             fname, mod = os.path.basename(result), os.path.splitext(
                 os.path.basename(result))[0]
@@ -320,10 +391,13 @@ def install(mode, cache_dir):
     solution's top level runs).  mode is "build" or "load"; cache_dir is
     the cache's root (the referee makes a temporary one when the request
     names none)."""
-    global _real_load_inline
+    global _real_load_inline, _real_join_cuda_home
     ext = _import_extension_module()
     if _real_load_inline is None:
         _real_load_inline = ext.load_inline
+    if _real_join_cuda_home is None and callable(getattr(ext, "_join_cuda_home", None)):
+        _real_join_cuda_home = ext._join_cuda_home
+        ext._join_cuda_home = _join_cuda_home
     state["mode"] = mode
     state["cache_dir"] = cache_dir
     ext.load_inline = load_inline
@@ -333,4 +407,4 @@ def summary():
     return {"calls": state["calls"], "built": state["built"],
             "hits": state["hits"], "build_s": round(state["build_s"], 3),
             "load_s": round(state["load_s"], 3),
-            "failures": state["failures"]}
+            "failures": state["failures"], "nvcc": state["nvcc"]}

@@ -1623,6 +1623,9 @@ class Evaluation:
                 r["env"]["ext_build_ms"] = "%.0f" % (b["build_s"] * 1e3)
             if isinstance(b.get("load_s"), (int, float)):
                 r["env"]["ext_load_ms"] = "%.1f" % (b["load_s"] * 1e3)
+            nv = _nvcc_note(b.get("nvcc"))
+            if nv:
+                r["env"]["ext_nvcc"] = nv
         r["message"] = _cut(r["message"], LIMITS["message_max"] - 64)
         r["log"] = _cut(r["log"], LIMITS["log_max"] - 1024)
         r["flags"] = r["flags"][:LIMITS["flags_max"]]
@@ -1630,6 +1633,26 @@ class Evaluation:
         keep = LIMITS["env_max"] - 8
         if len(r["env"]) > keep:
             r["env"] = dict(list(r["env"].items())[:keep])
+
+
+def _nvcc_note(recs):
+    """env.ext_nvcc: how each .cu unit of the builds was compiled
+    (stark_nvcc's records): "parallel host H s, device D s, final F s", or
+    "plain: WHY"."""
+    if not isinstance(recs, list):
+        return ""
+    parts = []
+    for rec in recs[:8]:
+        if not isinstance(rec, dict) or not isinstance(rec.get("mode"), str):
+            continue
+        if rec["mode"] != "parallel":
+            parts.append(rec["mode"][:60])
+            continue
+        parts.append("parallel host %.1f s, device %.1f s, final %.1f s%s" % (
+            _number(rec.get("host_s")), _number(rec.get("device_s")),
+            _number(rec.get("final_s")), "" if rec.get("rc") == 0 else
+            ", exit %d" % _int(rec, "rc")))
+    return "; ".join(parts)[:200]
 
 
 def _int_list(v):

@@ -6,8 +6,8 @@
  *
  * The run stage starts only when the compile stage says "compiled"; the
  * result is then the run stage's, with what the compile stage knows about
- * the build (its compile_ms, ext_built, ext_build_ms and its jail's layers
- * as compile_sandbox).  In EVALRUN_AUTO mode a candidate that builds
+ * the build (its compile_ms, ext_built, ext_build_ms, ext_nvcc and its
+ * jail's layers as compile_sandbox).  In EVALRUN_AUTO mode a candidate that builds
  * nothing (evalrun_needs_compile) goes straight to the run stage: the
  * fast format compiles its kernels with NVRTC there, a library call that
  * the run jail allows, and a pure PyTorch candidate has nothing to build.
@@ -23,8 +23,8 @@
 #include "orchestrator/evalrun_int.h"
 
 /* What the compile stage says about its builds, kept for the result. */
-static const char *const build_keys[] = {"ext_built", "ext_build_ms", "sandbox"};
-static const char *const kept_as[] = {"ext_built", "ext_build_ms", "compile_sandbox"};
+static const char *const build_keys[] = {"ext_built", "ext_build_ms", "ext_nvcc", "sandbox"};
+static const char *const kept_as[] = {"ext_built", "ext_build_ms", "ext_nvcc", "compile_sandbox"};
 #define NKEPT ST_ARRAY_LEN(build_keys)
 
 struct evalrun_pair {

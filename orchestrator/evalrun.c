@@ -67,7 +67,7 @@ static const char *const env_allow[] = {
 	"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TERM",
 	"CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "MAX_JOBS",
 	"CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST",
-	"NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "STARK_CUDA_ARCH",
+	"NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "STARK_CUDA_ARCH", "STARK_NVCC",
 	"OMP_NUM_THREADS", "MKL_NUM_THREADS",
 	"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
 };
@@ -96,6 +96,8 @@ void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, c
 		binds->compile[n] = binds->run[n] = (struct sandbox_bind){.src = p};
 	compile->sandbox = SANDBOX_COMPILE;
 	run->sandbox = SANDBOX_RUN;
+	if (!compile->mem_bytes)
+		compile->mem_bytes = EVALRUN_COMPILE_MEM;
 	compile->binds = binds->compile;
 	run->binds = binds->run;
 	compile->nbinds = run->nbinds = n;
