@@ -311,6 +311,20 @@ START_TEST(claims_bound)
 		    " [9000.0] * 3, [240.0] * 3, [200.0] * 3)['believed'] for k in (0.9, 1.1)])"
 		    "(max(stark_referee.CLAIM_SLACK_US, stark_referee.CLAIM_SLACK_FRAC * 10))",
 		    "[True, False]");
+	/* A busy host slows more than half of the candidate's exchanges: the
+	   lower quartiles still agree, so an honest claim stands; a forged one
+	   under the same load does not. */
+	expect_eval(NULL,
+		    "[stark_referee.judge_claims([140.0 + b] * 10 + [400.0 + b] * 11, [100.0 + b] * 21,"
+		    " [9000.0] * 21, [240.0] * 21, [200.0] * 21)['believed'] for b in (0.0, 900.0)]",
+		    "[True, True]");
+	expect_eval(NULL,
+		    "stark_referee.judge_claims([1040.0] * 10 + [1400.0] * 11, [1.0] * 21,"
+		    " [9000.0] * 21, [240.0] * 21, [200.0] * 21)['believed']",
+		    "False");
+	expect_eval(NULL, "[stark_referee._quantile(x, q) for x, q in (([], 0.5), ([3.0, 1.0, 2.0, 4.0], 0.25),"
+		    " ([5.0], 0.25), ([1.0, 2.0], 1.0))]",
+		    "[nan, 1.75, 5.0, 2.0]");
 	/* Negative, NaN, or longer than the exchange the referee timed. */
 	expect_eval(NULL,
 		    "[stark_referee.judge_claims([140.0] * 3, [100.0, c, 100.0], [160.0] * 3,"
