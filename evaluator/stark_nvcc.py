@@ -89,7 +89,7 @@ def _program(cmd):
     return os.path.basename(first)
 
 
-def plan(args, dry_lines):
+def plan(dry_lines):
     """Splits nvcc's step list into (exports, host, device, final, after,
     depfile, module_id_file).  Raises Plain when the list is not of the
     shape described at the top."""
@@ -202,7 +202,7 @@ def run(real, stats, args):
         if dry.returncode != 0:
             raise Plain("dry run failed")
         exports, host, device, final, after, depfile, id_file = plan(
-            args, dry.stderr.splitlines())
+            dry.stderr.splitlines())
         with open(id_file, "w", encoding="ascii") as f:
             f.write(module_id(args, units[0]))
         head = "\n".join(exports) + "\nset -e\n"
