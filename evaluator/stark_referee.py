@@ -357,7 +357,8 @@ def judge_claims(walls_c, claims_c, raws_c, walls_r, claims_r):
         res.update(believed=True, cand=list(walls_c), ref=list(walls_r),
                    why="no event timings from the reference")
         return res
-    o_ref = _median([w - c for w, c in zip(walls_r, claims_r)])
+    over_r = [w - c for w, c in zip(walls_r, claims_r)]
+    o_ref = _median(over_r)
     res["o_ref"] = o_ref
     for i, (c, raw) in enumerate(zip(claims_c, raws_c)):
         if not (math.isfinite(c) and 0 <= c <= raw + CLAIM_EPS_US):
@@ -368,7 +369,7 @@ def judge_claims(walls_c, claims_c, raws_c, walls_r, claims_r):
     if res["believed"]:
         res["o_cand"] = _median([w - c for w, c in zip(walls_c, claims_c)])
         mw, mc = _quantile(walls_c, WALL_QUANTILE), _median(claims_c)
-        o_lo = _quantile([w - c for w, c in zip(walls_r, claims_r)], WALL_QUANTILE)
+        o_lo = _quantile(over_r, WALL_QUANTILE)
         if mw - o_lo > mc + max(CLAIM_SLACK_US, CLAIM_SLACK_FRAC * mc):
             res["believed"] = False
             res["why"] = ("the candidate's wall-clock time at its lower quartile %.1f us "
