@@ -28,6 +28,7 @@ the bytes the reference worker reads from the output window, the digests
 that tie them to the moment the call returned, and its own clock.
 """
 
+import contextlib
 import ctypes
 import json
 import os
@@ -49,6 +50,7 @@ TRACEBACK_MAX = 200000
 FLUSH_L2_TIMES = 2            # an L2 flush writes this many times the L2's size
 BANDWIDTH_BYTES = 256 << 20   # buffer of the copy-rate measurement
 SPIN_MAX_US = 5000            # the longest spin a FLUSH may ask for
+PLACEMENT_BYTES = 1 << 30    # cap on the input copies of placements (_slot)
 
 # The spin that follows a flush (see cmd_flush): one thread polling the
 # GPU's global timer until spin_ns have passed.  PTX, so the driver builds
@@ -136,8 +138,13 @@ class Worker:
         self.outputs = None
         self.snapshot = None
         self.pristine = []
-        self.in_bufs = []      # input tensors, reused from call to call
+        self.in_bufs = []      # input tensors of this call's placement
         self.in_spans = []
+        self.slot_bufs = {}    # placement -> its input tensors, reused
+        self.pools = []        # placement -> torch.cuda.MemPool
+        self.slot = 0
+        self.n_slots = 1       # placements of the last GEN
+        self.gens = 0
         self.kept = None       # reference: outputs described at FETCH
         # The output window (stark_wire): the candidate writes its outputs
         # there, the reference reads them.
@@ -368,6 +375,7 @@ class Worker:
             # Randomness the candidate draws stays unpredictable.
             self._seed_all(int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1))
         desc, tensors = W.describe_inputs(items)
+        self.slot = self._slot(sum(t.numel() * t.element_size() for t in tensors))
         placed = self._place(desc, tensors)
         it = iter(placed)
         self.inputs = [next(it) if isinstance(x, torch.Tensor) else x for x in items]
@@ -380,16 +388,56 @@ class Worker:
             # context's left to wait for (see _timed).
             torch.cuda.synchronize(self.device)
         return {"items": desc["items"],
-                "bytes": sum(t.numel() * t.element_size() for t in placed)}
+                "bytes": sum(t.numel() * t.element_size() for t in placed),
+                "placements": self.n_slots}
+
+    def _slot(self, nbytes):
+        """The placement of the call this GEN makes inputs for.
+
+        Where a kernel's buffers land in GPU memory moves its time: on the
+        H100, the same layernorm ran 55 us with its input in most 2 MiB
+        pools and 63-67 us in some, a naive transpose 299-310 us across
+        pools for its output (scripts/bench-placement).  A worker that
+        keeps one placement reports that placement's time.  With the
+        request's "placements" N > 1, successive calls on a GPU take their
+        inputs from, and make the model's allocations in, N pools of their
+        own in turn (MemPool: separate segments, so separate pages), and
+        the median is over placements.  Both workers run this same code,
+        so reference and candidate are measured alike.  Fewer placements
+        when the input copies would pass PLACEMENT_BYTES; one where torch
+        has no MemPool."""
+        self.gens += 1
+        self.n_slots = 1
+        want = self.cfg.get("placements")
+        if (self.device.type != "cuda" or type(want) is not int or want <= 1 or
+                not hasattr(torch.cuda, "MemPool")):
+            return 0
+        n = max(1, min(want, PLACEMENT_BYTES // max(nbytes, 1)))
+        while len(self.pools) < n:
+            self.pools.append(torch.cuda.MemPool())
+        self.n_slots = n
+        return self.gens % n
+
+    def _in_slot(self):
+        """A context in which this worker's allocations go to the pool of
+        the current placement (nothing on CPUs)."""
+        if self.device.type == "cuda" and self.slot < len(self.pools):
+            dev = self.device
+            if dev.index is None:
+                dev = torch.device("cuda", torch.cuda.current_device())
+            return torch.cuda.use_mem_pool(self.pools[self.slot], dev)
+        return contextlib.nullcontext()
 
     def _place(self, desc, tensors):
-        """Copies generated tensors into the persistent input buffers on
-        this worker's device; keeps pristine copies for the mutation check."""
+        """Copies generated tensors into the persistent input buffers of
+        this call's placement on this worker's device; keeps pristine
+        copies for the mutation check."""
         specs = [d for d in desc["items"] if d["t"] == "tensor"]
         placed = []
+        bufs = self.slot_bufs.get(self.slot, [])
         for i, (d, t) in enumerate(zip(specs, tensors)):
             t = t.detach()
-            buf = self.in_bufs[i] if i < len(self.in_bufs) else None
+            buf = bufs[i] if i < len(bufs) else None
             if (isinstance(buf, torch.Tensor) and buf.shape == t.shape and
                     buf.dtype == t.dtype and buf.device == self.device):
                 buf.requires_grad_(False)
@@ -399,10 +447,12 @@ class Worker:
                 # tensor it keeps (a module-level constant), which a model
                 # that mutates its inputs would otherwise change for later
                 # calls.
-                buf = torch.empty(t.shape, dtype=t.dtype, device=self.device)
+                with self._in_slot():
+                    buf = torch.empty(t.shape, dtype=t.dtype, device=self.device)
                 buf.copy_(t)
             buf.requires_grad_(False)
             placed.append(buf)
+        self.slot_bufs[self.slot] = placed
         self.in_bufs = placed
         self.in_spans = [_storage_span(x) for x in placed]
         pristine = []
@@ -475,7 +525,10 @@ class Worker:
         self.outputs = None
         self.kept = None
         if self.device.type == "cuda":
-            self.outputs, info = self._timed(self._forward, args.get("queued") is True)
+            # The pool's context is entered and left outside the timed
+            # span.
+            with self._in_slot():
+                self.outputs, info = self._timed(self._forward, args.get("queued") is True)
             out = self.outputs
             items = list(out) if isinstance(out, (tuple, list)) else [out]
             h = time.perf_counter()

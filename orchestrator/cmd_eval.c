@@ -64,6 +64,9 @@ struct eval_args {
 	int stage;	   /* enum evalrun_stages, or -1: the default */
 	uint64_t seed;
 	uint32_t trials, wall_ms, jobs;
+	uint32_t min_reps;  /* --min-reps, or 0: the request's default */
+	uint32_t placements; /* --placements, or 0: the request's default */
+	double target_rse;  /* --target-rse, or NAN: the request's default */
 	const char *cache;
 	const char *gpu_lock; /* --gpu-lock FILE, or NULL */
 };
@@ -80,6 +83,9 @@ struct eval_env {
 
 static void usage(FILE *f)
 {
+	struct proto_request dflt;
+
+	proto_request_init(&dflt);
 	fprintf(f,
 		"usage: stark eval PROBLEM.py SOLUTION.py [options]\n"
 		"       stark eval --batch FILE|- [--jobs N] [options]\n"
@@ -93,6 +99,11 @@ static void usage(FILE *f)
 		"  --seed N               master seed (default: random, never shown to the candidate)\n"
 		"  --timeout SECONDS      wall-clock budget of the evaluation [%u]\n"
 		"  --no-timing            check correctness only\n"
+		"  --min-reps N           timed calls of each model before the timing may stop [%u]\n"
+		"  --target-rse X         stop timing when both medians' relative standard\n"
+		"                         errors are at most X (0-1) [%g]\n"
+		"  --placements N         on a GPU, rotate the timed calls' inputs and\n"
+		"                         allocations through N memory pools (1-%u) [%u]\n"
 		"  --cache DIR            build cache [$STARK_CACHE, $XDG_CACHE_HOME/stark, ~/.cache/stark]\n"
 		"  --stage all|split|auto one evaluator process; a compile process then a run\n"
 		"                         process sharing the cache; or split only when the\n"
@@ -115,7 +126,8 @@ static void usage(FILE *f)
 		"started evaluator (slower; for comparisons).\n"
 		"\n"
 		"Exit status: 0 correct, 1 another verdict, 2 usage or input error, 3 internal failure.\n",
-		EVAL_DEFAULT_WALL_MS / 1000, BATCH_JOBS_MAX);
+		EVAL_DEFAULT_WALL_MS / 1000, dflt.min_reps, dflt.target_rse, PROTO_PLACEMENTS_MAX,
+		dflt.placements, BATCH_JOBS_MAX);
 }
 
 static bool device_ok(const char *d)
@@ -137,6 +149,8 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 		{"sandbox", required_argument, NULL, 'B'},	 {"insecure-sandbox", no_argument, NULL, 'I'},
 		{"batch", required_argument, NULL, 'b'},	 {"jobs", required_argument, NULL, 'J'},
 		{"gpu-lock", required_argument, NULL, 'L'},	 {"help", no_argument, NULL, 'h'},
+		{"min-reps", required_argument, NULL, 'r'},	 {"target-rse", required_argument, NULL, 'R'},
+		{"placements", required_argument, NULL, 'P'},
 		{NULL, 0, NULL, 0},
 	};
 	uint64_t v;
@@ -149,6 +163,7 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 	a->wall_ms = EVAL_DEFAULT_WALL_MS;
 	a->jobs = 1;
 	a->stage = -1;
+	a->target_rse = NAN;
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -187,6 +202,20 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 				return stark_error(CLI_USAGE, "eval: --stage must be all, split or auto, not '%s'", optarg);
 			break;
 		case 'b': a->batch = optarg; break;
+		case 'r':
+			if (str_to_u64(optarg, 1, PROTO_REPS_MAX, &v))
+				return stark_error(CLI_USAGE, "eval: --min-reps must be 1..%u, not '%s'", PROTO_REPS_MAX, optarg);
+			a->min_reps = (uint32_t)v;
+			break;
+		case 'P':
+			if (str_to_u64(optarg, 1, PROTO_PLACEMENTS_MAX, &v))
+				return stark_error(CLI_USAGE, "eval: --placements must be 1..%u, not '%s'", PROTO_PLACEMENTS_MAX, optarg);
+			a->placements = (uint32_t)v;
+			break;
+		case 'R':
+			if (str_to_double(optarg, &a->target_rse) || !(a->target_rse >= 0.0 && a->target_rse <= 1.0))
+				return stark_error(CLI_USAGE, "eval: --target-rse must be a number from 0 to 1, not '%s'", optarg);
+			break;
 		case 'J':
 			if (str_to_u64(optarg, 1, BATCH_JOBS_MAX, &v))
 				return stark_error(CLI_USAGE, "eval: --jobs must be 1..%u, not '%s'", BATCH_JOBS_MAX, optarg);
@@ -277,6 +306,15 @@ static int build_request(const struct eval_args *a, const char *problem, const c
 	rq->stage = PROTO_STAGE_ALL;
 	rq->trials = a->trials;
 	rq->timing = a->timing;
+	if (a->min_reps) {
+		rq->min_reps = a->min_reps;
+		if (rq->max_reps < rq->min_reps)
+			rq->max_reps = rq->min_reps;
+	}
+	if (a->placements)
+		rq->placements = a->placements;
+	if (!isnan(a->target_rse))
+		rq->target_rse = a->target_rse;
 	rq->wall_ms = a->wall_ms;
 	rq->seed = a->seed;
 	if (!a->have_seed && getrandom(&rq->seed, sizeof(rq->seed), 0) != (ssize_t)sizeof(rq->seed)) {

@@ -52,10 +52,11 @@ void proto_request_init(struct proto_request *rq)
 	rq->tol_fp16 = (struct proto_tolerance){1e-2, 1e-2};
 	rq->timing = true;
 	rq->warmup = 1;
-	rq->min_reps = 5;
+	rq->min_reps = 16;
 	rq->max_reps = 1000;
 	rq->max_time_ms = 5000;
 	rq->target_rse = 0.01;
+	rq->placements = 1;
 	rq->wall_ms = 600000;
 }
 

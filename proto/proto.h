@@ -52,6 +52,7 @@
 #define PROTO_TRIALS_MAX 1000
 #define PROTO_WARMUP_MAX 10000		  /* request.warmup */
 #define PROTO_REPS_MAX 1000000		  /* request.min_reps/max_reps, result.reps */
+#define PROTO_PLACEMENTS_MAX 64		  /* request.placements */
 #define PROTO_TIME_MS_MAX 86400000u	  /* request.max_time_ms/wall_ms: a day */
 
 /* What the evaluator is asked to do with the candidate. */
@@ -114,11 +115,15 @@ struct proto_request {
 					   [true] */
 	uint32_t warmup;		/* "warmup": untimed calls per model after the trials,
 					   0..PROTO_WARMUP_MAX [1]: the trials warm up too */
-	uint32_t min_reps;		/* "min_reps": 1..PROTO_REPS_MAX [5] */
+	uint32_t min_reps;		/* "min_reps": 1..PROTO_REPS_MAX [16] */
 	uint32_t max_reps;		/* "max_reps": min_reps..PROTO_REPS_MAX
 					   [1000] */
 	uint32_t max_time_ms;		/* "max_time_ms": cap on the timing phase,
 					   1..PROTO_TIME_MS_MAX [5000] */
+	uint32_t placements;		/* "placements": 1..PROTO_PLACEMENTS_MAX
+					   [1]: on GPUs, memory pools the timed
+					   calls' inputs and allocations rotate
+					   through (README "Timing") */
 	double target_rse;		/* "target_rse": stop when rel. std. error
 					   of the median estimate is below it;
 					   0..1 [0.01] */

@@ -222,7 +222,7 @@ START_TEST(request_dict)
 	rq.stage = PROTO_STAGE_RUN;
 	expect_eval(&rq, "sorted(req)",
 		    "['atol16', 'atol32', 'cache_dir', 'device', 'format', 'id', 'max_reps', "
-		    "'max_time_ms', 'min_reps', 'problem_name', 'problem_src', 'rtol16', "
+		    "'max_time_ms', 'min_reps', 'placements', 'problem_name', 'problem_src', 'rtol16', "
 		    "'rtol32', 'solution_name', 'solution_src', 'stage', 'target_rse', 'timing', "
 		    "'trials', 'wall_ms', 'warmup']");
 	expect_eval(&rq, "'seed' in req or any(str(0x5eed5eed5eed) in repr(v) for v in req.values())",

@@ -174,6 +174,7 @@ static const struct key rq_keys[] = {
 	{"max_reps", K_UINT, false, 300, NULL, 0},
 	{"max_time_ms", K_UINT, false, 70000, NULL, 0},
 	{"target_rse", K_F64, false, 0, NULL, 0.05},
+	{"placements", K_UINT, false, 8, NULL, 0},
 	{"wall_ms", K_UINT, false, 123456, NULL, 0},
 };
 #define N_RQ ((int)ST_ARRAY_LEN(rq_keys))
@@ -403,6 +404,7 @@ static void fill_request(struct proto_request *rq)
 	rq->max_reps = 99999;
 	rq->max_time_ms = 4321;
 	rq->target_rse = 0.005;
+	rq->placements = PROTO_PLACEMENTS_MAX;
 	rq->wall_ms = PROTO_TIME_MS_MAX;
 }
 
@@ -473,6 +475,7 @@ static void same_request(const struct proto_request *a, const struct proto_reque
 	ck_assert_uint_eq(a->max_reps, b->max_reps);
 	ck_assert_uint_eq(a->max_time_ms, b->max_time_ms);
 	same_double(a->target_rse, b->target_rse, "target_rse");
+	ck_assert_uint_eq(a->placements, b->placements);
 	ck_assert_uint_eq(a->wall_ms, b->wall_ms);
 }
 
@@ -627,6 +630,8 @@ START_TEST(request_defaults)
 	ck_assert_uint_eq(rq.max_time_ms, d.max_time_ms);
 	ck_assert_uint_eq(rq.wall_ms, d.wall_ms);
 	ck_assert(rq.target_rse == d.target_rse);
+	ck_assert_uint_eq(rq.placements, 1);
+	ck_assert_uint_eq(rq.placements, d.placements);
 	ck_assert(rq.timing == d.timing);
 	ck_assert_uint_eq(rq.seed, 0x123456789abcdefULL);
 	proto_request_release(&rq);
@@ -1102,6 +1107,7 @@ START_TEST(ranges)
 		{"warmup", PROTO_WARMUP_MAX + 1}, {"min_reps", 0},	{"max_reps", 0},
 		{"max_reps", PROTO_REPS_MAX + 1}, {"max_time_ms", 0},	{"wall_ms", 0},
 		{"wall_ms", PROTO_TIME_MS_MAX + 1ULL}, {"min_reps", 301}, /* > max_reps 300 */
+		{"placements", 0}, {"placements", PROTO_PLACEMENTS_MAX + 1},
 	};
 	static const struct {
 		const char *key;

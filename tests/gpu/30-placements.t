@@ -1,0 +1,59 @@
+#!/bin/bash
+# `stark eval --placements N` on a GPU: the timed calls' inputs and the
+# model's allocations rotate through N memory pools in both workers
+# (README.md, "Timing"); the verdicts stay what they are with one placement,
+# results cached by data pointer included.  Skips where no CUDA device is
+# usable.
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${STARK_BUILD:-build}
+PY=$(scripts/find-python) || { echo "1..0 # skip no python with torch"; exit 0; }
+if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+	echo "1..0 # skip no usable CUDA device (torch.cuda.is_available() is false)"
+	exit 0
+fi
+TMP=$(mktemp -d) || exit 1
+trap 'rm -rf "$TMP"' EXIT
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+notok() { n=$((n + 1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
+# judge NAME PROBLEM SOLUTION STATUS PLACEMENTS [stark options]: the verdict
+# is STATUS and, when timed, env.timing_placements is PLACEMENTS.
+judge() {
+	local name=$1 prob=$2 sol=$3 want=$4 places=$5
+	shift 5
+	"$BUILD/stark" eval "$prob" "$sol" --device cuda --json "$@" >"$TMP/out.json" 2>"$TMP/err"
+	local got
+	got=$("$PY" - "$TMP/out.json" "$want" "$places" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except ValueError as e:
+    print("no JSON result: %s" % e); sys.exit()
+env = d.get("env") or {}
+if d.get("status") != sys.argv[2]:
+    print("status %s, want %s: %s" % (d.get("status"), sys.argv[2], (d.get("message") or "")[:300]))
+elif sys.argv[3] != "-" and env.get("timing_placements") != sys.argv[3]:
+    print("timing_placements %r, want %r" % (env.get("timing_placements"), sys.argv[3]))
+else:
+    print("good")
+PY
+)
+	if [ "$got" = good ]; then ok "$name"; else notok "$name" "$got" "$(tail -3 "$TMP/err")"; fi
+}
+echo "1..5"
+P=tests/gpu/problems
+judge "naive transpose, 4 placements: correct, 4 placements used" \
+	$P/transpose2d/problem.py $P/transpose2d/fast_naive.py correct 4 --placements 4
+judge "naive transpose, default: one placement" \
+	$P/transpose2d/problem.py $P/transpose2d/fast_naive.py correct 1
+judge "a cache keyed by input pointers is still caught with 8 placements" \
+	tests/integrity/affine/problem.py tests/integrity/affine/r05_pointer_cache.py incorrect - --placements 8 --trials 3
+judge "outputs stale after the first call are still caught with 8 placements" \
+	tests/gpu/integrity/affine/problem.py tests/gpu/integrity/affine/r01_stale_after_first.py incorrect - --placements 8 --trials 3
+"$BUILD/stark" eval $P/transpose2d/problem.py $P/transpose2d/fast_naive.py --device cuda --placements 65 >/dev/null 2>"$TMP/err"
+rc=$?
+if [ $rc = 2 ] && grep -q "placements must be 1..64" "$TMP/err"; then
+	ok "--placements 65: usage error"
+else
+	notok "--placements 65: usage error" "exit $rc: $(cat "$TMP/err")"
+fi
