@@ -352,6 +352,21 @@ START_TEST(claims_bound)
 		    "[stark_referee.guard_base([{'ev_us': 50, 'guard_us': 50 + g}] * 3, 12.0)"
 		    " for g in (17.0, 200.0)] + [stark_referee.guard_base([], 12.0)]",
 		    "[17.0, 12.0, 12.0]");
+	/* The candidate's allowance for a slower host: its no-ops' median gap
+	   beyond the reference's, never negative, capped, 0 without readings
+	   (NaN, missing or non-dict replies give none). */
+	expect_eval(NULL,
+		    "(lambda n: [stark_referee.guard_host_slack(n(10, 20), n(10, c)) for c in (38, 15, 900)]"
+		    " + [stark_referee.guard_host_slack(n(10, 20), [{'ev_us': float('nan'), 'guard_us': 1}, 7, {}]),"
+		    " stark_referee.guard_host_slack([], n(10, 30))])"
+		    "(lambda e, g: [{'ev_us': e, 'guard_us': e + g}] * 3)",
+		    "[18.0, 0.0, 25.0, 0.0, 0.0]");
+	/* With that allowance as part of the base, a slow host's gaps add
+	   nothing; work off the stream beyond it still counts. */
+	expect_eval(NULL,
+		    "[stark_referee.claims_from([{'ev_us': 58, 'guard_us': 58 + g}] * 3, 23.6 + 18.0)"
+		    " for g in (42.0, 80.0)]",
+		    "[[58.0, 58.0, 58.0], [96.4, 96.4, 96.4]]");
 }
 END_TEST
 
