@@ -395,9 +395,10 @@ class Worker:
         """The placement of the call this GEN makes inputs for.
 
         Where a kernel's buffers land in GPU memory moves its time: on the
-        H100, the same layernorm ran 55 us with its input in most 2 MiB
-        pools and 63-67 us in some, a naive transpose 299-310 us across
-        pools for its output (scripts/bench-placement).  A worker that
+        H100, the same layernorm ran 55-57 us with its input in six of
+        eight pools and 62-67 us in the other two, the same two in a second
+        process; a naive transpose 298-309 us across pools for its output
+        (scripts/bench-placement).  A worker that
         keeps one placement reports that placement's time.  With the
         request's "placements" N > 1, successive calls on a GPU take their
         inputs from, and make the model's allocations in, N pools of their
