@@ -225,3 +225,60 @@ class Reservoir:
             for h in self.handles:
                 self.lib.cuMemRelease(_U64(h))
             self.handles, self.free = [], []
+
+
+class Arena:
+    """One physical allocation of `size` bytes (a single cuMemCreate),
+    mapped at one virtual range; allocator() hands out its memory in
+    order (bump allocation, granule-aligned, never reused), so buffers
+    made in it sit at the same offsets from one another wherever the
+    driver placed the arena."""
+
+    def __init__(self, ordinal, size):
+        self.lib = _lib()
+        self.prop = _Prop()
+        self.prop.type = _ALLOC_PINNED
+        self.prop.location.type = _LOC_DEVICE
+        self.prop.location.id = ordinal
+        self.access = _Access()
+        self.access.location.type = _LOC_DEVICE
+        self.access.location.id = ordinal
+        self.access.flags = _ACCESS_RW
+        g = _SZ()
+        Reservoir._ck(self.lib.cuMemGetAllocationGranularity(ctypes.byref(g), ctypes.byref(self.prop), 0),
+                      "cuMemGetAllocationGranularity")
+        self.gran = g.value
+        self.size = (size + self.gran - 1) // self.gran * self.gran
+        h, va = _U64(), _U64()
+        Reservoir._ck(self.lib.cuMemCreate(ctypes.byref(h), _SZ(self.size), ctypes.byref(self.prop), _U64(0)),
+                      "cuMemCreate")
+        self.handle = h.value
+        Reservoir._ck(self.lib.cuMemAddressReserve(ctypes.byref(va), _SZ(self.size), _SZ(0), _U64(0), _U64(0)),
+                      "cuMemAddressReserve")
+        self.va = va.value
+        Reservoir._ck(self.lib.cuMemMap(_U64(self.va), _SZ(self.size), _SZ(0), _U64(self.handle), _U64(0)),
+                      "cuMemMap")
+        Reservoir._ck(self.lib.cuMemSetAccess(_U64(self.va), _SZ(self.size), ctypes.byref(self.access), _SZ(1)),
+                      "cuMemSetAccess")
+        self.used = 0
+        self.error = ""
+        self._alloc_cb = _ALLOC_FN(self._alloc_entry)
+        self._free_cb = _FREE_FN(lambda ptr, size, device, stream: None)
+        self._torch_allocator = None
+
+    def _alloc_entry(self, size, device, stream):
+        n = (int(size) + self.gran - 1) // self.gran * self.gran
+        if self.used + n > self.size:
+            self.error = "arena of %d MiB full" % (self.size >> 20)
+            return None
+        p = self.va + self.used
+        self.used += n
+        return p
+
+    allocator = Reservoir.allocator
+
+    def close(self):
+        self.lib.cuCtxSynchronize()
+        self.lib.cuMemUnmap(_U64(self.va), _SZ(self.size))
+        self.lib.cuMemAddressFree(_U64(self.va), _SZ(self.size))
+        self.lib.cuMemRelease(_U64(self.handle))

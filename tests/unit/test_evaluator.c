@@ -370,6 +370,26 @@ START_TEST(claims_bound)
 }
 END_TEST
 
+/* placement_adjusted: calls on several memory placements are brought to
+   the fastest placement's level (each scaled by fastest median / its
+   placement's median); placements of one call are not candidates and keep
+   their times; one placement, or none with two calls, changes nothing;
+   non-finite times are left as they are. */
+START_TEST(placement_adjusted)
+{
+	expect_eval(NULL,
+		    "(lambda r: ([round(x, 6) for x in r[0]], sorted(r[1].items())))("
+		    "stark_referee.placement_adjusted([10.0, 12.0, 10.0, 12.0, 11.0, 9.0],"
+		    " [0, 1, 0, 1, 2, 0]))",
+		    "([10.0, 10.0, 10.0, 10.0, 11.0, 9.0], [(0, 10.0), (1, 12.0), (2, 11.0)])");
+	expect_eval(NULL,
+		    "[stark_referee.placement_adjusted([5.0, 6.0, 7.0], [0, 0, 0])[0],"
+		    " stark_referee.placement_adjusted([5.0, 6.0], [0, 1])[0],"
+		    " stark_referee.placement_adjusted([5.0, float('inf'), 6.0, 6.0, 5.0], [0, 1, 1, 1, 0])[0]]",
+		    "[[5.0, 6.0, 7.0], [5.0, 6.0], [5.0, inf, 5.0, 5.0, 5.0]]");
+}
+END_TEST
+
 /* speedup_beyond_roofline: the floor from bytes moved and the copy rate. */
 START_TEST(roofline)
 {
@@ -1002,6 +1022,7 @@ static Suite *evaluator_suite(void)
 	tcase_add_test(pieces, median_interval);
 	tcase_add_test(pieces, compare_rules);
 	tcase_add_test(pieces, claims_bound);
+	tcase_add_test(pieces, placement_adjusted);
 	tcase_add_test(pieces, roofline);
 	tcase_add_test(pieces, variant_rules);
 	tcase_add_test(pieces, inputs_and_digests);

@@ -174,7 +174,7 @@ static const struct key rq_keys[] = {
 	{"max_reps", K_UINT, false, 300, NULL, 0},
 	{"max_time_ms", K_UINT, false, 70000, NULL, 0},
 	{"target_rse", K_F64, false, 0, NULL, 0.05},
-	{"placements", K_UINT, false, 8, NULL, 0},
+	{"placements", K_UINT, false, 3, NULL, 0},
 	{"wall_ms", K_UINT, false, 123456, NULL, 0},
 };
 #define N_RQ ((int)ST_ARRAY_LEN(rq_keys))
@@ -630,7 +630,7 @@ START_TEST(request_defaults)
 	ck_assert_uint_eq(rq.max_time_ms, d.max_time_ms);
 	ck_assert_uint_eq(rq.wall_ms, d.wall_ms);
 	ck_assert(rq.target_rse == d.target_rse);
-	ck_assert_uint_eq(rq.placements, 1);
+	ck_assert_uint_eq(rq.placements, 8);
 	ck_assert_uint_eq(rq.placements, d.placements);
 	ck_assert(rq.timing == d.timing);
 	ck_assert_uint_eq(rq.seed, 0x123456789abcdefULL);
