@@ -73,7 +73,8 @@ HDR = struct.Struct("<4sQ")
 # Kinds the referee sends.
 LOAD = b"LOAD"      # JSON {"init_seed": n}: build the model
 COMPILE = b"COMP"   # JSON {}: run the solution's top level, build natives
-GEN = b"GEN "       # JSON {"seed", "sizes", "variant"}: make this call's inputs
+GEN = b"GEN "       # JSON {"seed", "sizes", "variant"[, "slot"]}: make this call's
+                    # inputs (in the memory placement `slot`)
 CALL = b"CALL"      # run forward on the last inputs (timed in the worker on GPUs)
 FETCH = b"FTCH"     # describe the last outputs; JSON {"window": n}: the
                     # candidate also writes them into the output window

@@ -61,6 +61,25 @@ def _lib():
     return ctypes.CDLL("libcuda.so.1")
 
 
+def _device_memory(ordinal):
+    """(libcuda, allocation properties, read-write access descriptor,
+    granularity in bytes) for device memory on `ordinal`."""
+    lib = _lib()
+    prop = _Prop()
+    prop.type = _ALLOC_PINNED
+    prop.location.type = _LOC_DEVICE
+    prop.location.id = ordinal
+    access = _Access()
+    access.location.type = _LOC_DEVICE
+    access.location.id = ordinal
+    access.flags = _ACCESS_RW
+    g = _SZ()
+    rc = lib.cuMemGetAllocationGranularity(ctypes.byref(g), ctypes.byref(prop), 0)
+    if rc != 0:
+        raise PagesError("cuMemGetAllocationGranularity failed (CUDA error %d)" % rc)
+    return lib, prop, access, g.value
+
+
 def supported(ordinal):
     """Whether device `ordinal` supports the virtual memory API (the caller
     has initialized CUDA, e.g. through torch)."""
@@ -84,20 +103,8 @@ class Reservoir:
     them (the CUDA context must still be alive)."""
 
     def __init__(self, ordinal, initial, cap, seed=None):
-        self.lib = _lib()
+        self.lib, self.prop, self.access, self.gran = _device_memory(ordinal)
         self.ordinal = ordinal
-        self.prop = _Prop()
-        self.prop.type = _ALLOC_PINNED
-        self.prop.location.type = _LOC_DEVICE
-        self.prop.location.id = ordinal
-        self.access = _Access()
-        self.access.location.type = _LOC_DEVICE
-        self.access.location.id = ordinal
-        self.access.flags = _ACCESS_RW
-        g = _SZ()
-        self._ck(self.lib.cuMemGetAllocationGranularity(ctypes.byref(g), ctypes.byref(self.prop), 0),
-                 "cuMemGetAllocationGranularity")
-        self.gran = g.value
         self.cap = max(cap // self.gran, 1)
         self.handles = []          # every granule created
         self.free = []             # granules not mapped
@@ -235,19 +242,7 @@ class Arena:
     driver placed the arena."""
 
     def __init__(self, ordinal, size):
-        self.lib = _lib()
-        self.prop = _Prop()
-        self.prop.type = _ALLOC_PINNED
-        self.prop.location.type = _LOC_DEVICE
-        self.prop.location.id = ordinal
-        self.access = _Access()
-        self.access.location.type = _LOC_DEVICE
-        self.access.location.id = ordinal
-        self.access.flags = _ACCESS_RW
-        g = _SZ()
-        Reservoir._ck(self.lib.cuMemGetAllocationGranularity(ctypes.byref(g), ctypes.byref(self.prop), 0),
-                      "cuMemGetAllocationGranularity")
-        self.gran = g.value
+        self.lib, self.prop, self.access, self.gran = _device_memory(ordinal)
         self.size = (size + self.gran - 1) // self.gran * self.gran
         h, va = _U64(), _U64()
         Reservoir._ck(self.lib.cuMemCreate(ctypes.byref(h), _SZ(self.size), ctypes.byref(self.prop), _U64(0)),
