@@ -554,3 +554,45 @@ def compare_tensor(got, want, atol, rtol):
         res["got"] = a[first].item()
         res["want"] = b[first].item()
     return res
+
+
+# The float64 recheck (compare_exact): the reference's own error is trusted
+# as a measure of the problem's rounding only while it stays below this
+# fraction of the output's largest magnitude.  Beyond it the float64 run
+# is not the same computation (a model that draws random numbers, keeps
+# state or branches on its dtype), and the recheck says so instead.
+RECHECK_MAX_REL = 1e-2
+
+
+def compare_exact(got, want, exact, atol, rtol, slack):
+    """The second opinion on a floating output that failed compare_tensor:
+    `exact` is the reference model run again in float64 on the same inputs.
+    The reference's own error is E = max |want - exact| over the elements
+    where want is finite; the candidate passes where
+    |got - exact| <= atol + slack * E + rtol * |exact|, so it may be off
+    the exact result by `slack` times what the reference itself is off
+    anywhere in this output.  Where want is not finite (an overflow the
+    float64 run does not have), want stays the expected value.  Returns
+    compare_tensor's dict plus ref_err (E), or {"error": why} when the
+    float64 run cannot serve (E not finite, or beyond RECHECK_MAX_REL of
+    the output's magnitude)."""
+    w = want.reshape(-1)
+    x = exact.reshape(-1).to(device=w.device, dtype=torch.float64)
+    if x.numel() != w.numel():
+        return {"error": "the float64 run made %d elements, not %d" % (x.numel(), w.numel())}
+    fin = w.isfinite()
+    wd = w.to(torch.float64)
+    x = torch.where(fin, x, wd)
+    if not bool(x[fin].isfinite().all()):
+        return {"error": "the float64 run made a value that is not finite where the "
+                         "reference's is"}
+    if x.numel() == 0:
+        return {"error": "the output is empty"}
+    err = float((wd - x).abs_().masked_fill_(~fin, 0.0).max())
+    scale = float(x.abs().masked_fill_(~fin, 0.0).max())
+    if not math.isfinite(err) or err > RECHECK_MAX_REL * max(scale, atol):
+        return {"error": "the reference differs from its float64 run by %.3g (largest "
+                         "magnitude %.3g): not rounding alone" % (err, scale)}
+    res = compare_tensor(got, x.view(want.shape), atol + slack * err, rtol)
+    res["ref_err"] = err
+    return res

@@ -390,6 +390,38 @@ START_TEST(placement_adjusted)
 }
 END_TEST
 
+/* compare_exact, the float64 recheck: the candidate may be off the exact
+   result by the tolerance plus slack times the reference's own largest
+   error; beyond that it fails; an infinity the reference overflowed to
+   stays the expected value; a float64 run that is not the same
+   computation (an error beyond RECHECK_MAX_REL of the magnitude, a value
+   that is not finite) gives no second opinion. */
+START_TEST(compare_exact_rules)
+{
+	/* want is 0.01 off the exact 1.0: its error is 0.01, so with slack 4
+	   a candidate 0.03 off passes, one 0.05 off does not. */
+	expect_eval(NULL,
+		    "(lambda w, x: [(r['nbad'], round(r['ref_err'], 6)) for r in ("
+		    "stark_wire.compare_exact(torch.tensor([1.03, 2.0]), w, x, 1e-4, 1e-4, 4.0),"
+		    " stark_wire.compare_exact(torch.tensor([1.05, 2.0]), w, x, 1e-4, 1e-4, 4.0))])("
+		    "torch.tensor([1.01, 2.0]), torch.tensor([1.0, 2.0], dtype=torch.float64))",
+		    "[(0, 0.01), (1, 0.01)]");
+	/* The reference overflowed where float64 did not: inf stays expected
+	   there, and its error is measured over the finite elements. */
+	expect_eval(NULL,
+		    "(lambda r: (r['nbad'], r['ref_err']))(stark_wire.compare_exact("
+		    "torch.tensor([float('inf'), 1.0]), torch.tensor([float('inf'), 1.0]),"
+		    " torch.tensor([1e39, 1.0], dtype=torch.float64), 1e-4, 1e-4, 4.0))",
+		    "(0, 0.0)");
+	expect_eval(NULL,
+		    "[sorted(stark_wire.compare_exact(torch.tensor([1.0]), torch.tensor([1.0]), x,"
+		    " 1e-4, 1e-4, 4.0)) for x in (torch.tensor([1.5], dtype=torch.float64),"
+		    " torch.tensor([float('nan')], dtype=torch.float64),"
+		    " torch.tensor([1.0, 2.0], dtype=torch.float64))]",
+		    "[['error'], ['error'], ['error']]");
+}
+END_TEST
+
 /* speedup_beyond_roofline: the floor from bytes moved and the copy rate. */
 START_TEST(roofline)
 {
@@ -1023,6 +1055,7 @@ static Suite *evaluator_suite(void)
 	tcase_add_test(pieces, compare_rules);
 	tcase_add_test(pieces, claims_bound);
 	tcase_add_test(pieces, placement_adjusted);
+	tcase_add_test(pieces, compare_exact_rules);
 	tcase_add_test(pieces, roofline);
 	tcase_add_test(pieces, variant_rules);
 	tcase_add_test(pieces, inputs_and_digests);
