@@ -138,6 +138,10 @@ ROOFLINE_FACTOR = 1.25
 # the messages in between, within [SPIN_MIN_US, SPIN_CAP_US].  The first
 # calls, before any host time is known, get SPIN_START_US.
 SPIN_START_US = 400
+# With more memory placements than this, each worker first times forward
+# on all of them (stark_worker.cmd_scan) and the timed calls rotate through
+# its PLACEMENT_KEEP fastest.
+PLACEMENT_KEEP = 4
 SPIN_MIN_US = 100
 SPIN_CAP_US = 2000
 SPIN_FACTOR = 1.5
@@ -619,6 +623,7 @@ class Evaluation:
         self.input_bytes = 0
         self.output_bytes = 0
         self.placements = 0         # memory placements the calls rotate through
+        self.scanned = 0            # placements the scan chose them from
         self.plain_mag = []         # outputs' mean magnitudes on plain inputs
         self.compared = False
         self.rechecked = 0          # comparisons passed on the float64 recheck
@@ -1333,6 +1338,34 @@ class Evaluation:
         finally:
             self.release_lock()
 
+    def scan_placements(self, nplace):
+        """Each worker, the other stopped, times forward on each of its
+        memory placements (fresh plain inputs) and keeps the fastest
+        PLACEMENT_KEEP for the timed calls (stark_worker.cmd_scan).
+        Returns the placements the timed calls rotate through."""
+        t = time.monotonic()
+        self.gen_inputs("scan", "the placement scan", slot=0)
+        got = {}
+        for role, w, other in (("ref", self.ref, self.cand), ("cand", self.cand, self.ref)):
+            with _Stopped(other):
+                got[role] = self.command(w, W.SCAN, {"keep": PLACEMENT_KEEP},
+                                         "the placement scan")
+        kept = [got[r].get("kept") for r in got]
+        if not all(type(k) is int and 1 <= k <= PLACEMENT_KEEP for k in kept):
+            return nplace       # no scan made: the calls rotate through all
+        self.scanned = nplace
+        self.placements = max(kept)
+        parts = []
+        for role in ("ref", "cand"):
+            us = [_number(x) for x in got[role].get("us", [])[:64]
+                  if isinstance(x, (int, float))]
+            if us:
+                parts.append("%s %s" % (role, " ".join("%.1f" % x for x in us)))
+        env = self.res["env"]
+        env["timing_scan_us"] = "; ".join(parts)[:900]
+        env["timing_scan_ms"] = "%.0f" % ((time.monotonic() - t) * 1e3)
+        return self.placements
+
     def timing_phase(self):
         req = self.req
         env = self.res["env"]
@@ -1362,6 +1395,8 @@ class Evaluation:
         # worker's count, from its GEN replies); each is warmed up, so
         # that no placement's first timed call makes its allocations.
         nplace = max(self.placements, 1) if self.cuda else 1
+        if nplace > PLACEMENT_KEEP:
+            nplace = self.scan_placements(nplace)
         for i in range(max(req["warmup"], nplace if nplace > 1 else 0)):
             if not self.time_left_for(2):
                 break
@@ -1457,6 +1492,8 @@ class Evaluation:
                 for role in ("ref", "cand"))[:1000]
             env["timing_overhead_us"] = "%.1f/%.1f" % (j["o_ref"], j["o_cand"])
             env["timing_placements"] = str(nplace)
+            if self.scanned:
+                env["timing_scanned"] = str(self.scanned)
             if not j["believed"]:
                 self.flag("timing_unverified")
                 env["timing_unverified"] = j["why"][:900]
@@ -1721,7 +1758,9 @@ class Evaluation:
                         _fmt_us(r["runtime_us"]), _fmt_us(r["runtime_lo_us"]),
                         _fmt_us(r["runtime_hi_us"]), _fmt_us(r["ref_runtime_us"]),
                         _fmt_us(r["ref_lo_us"]), _fmt_us(r["ref_hi_us"]), r["reps"],
-                        "" if npl == "1" else ", on the fastest of %s placements" % npl,
+                        "" if npl == "1" else ", on the fastest of %s placements%s" % (
+                            npl, "" if "timing_scanned" not in r["env"] else
+                            " kept from %s scanned" % r["env"]["timing_scanned"]),
                         r["speedup"]))
         raise Verdict("correct", msg)
 

@@ -84,6 +84,8 @@ TIMED_NOOP = b"TNOP"  # CALL's timing steps without forward
 DEVICE_INFO = b"DEVI"  # reference only: JSON {"bandwidth": bool}: clocks, copy rate
 PING = b"PING"      # no-op round trip
 PROFILE = b"PROF"   # like CALL, under the profiler; replies the op names
+SCAN = b"SCAN"      # JSON {"keep": n}: time forward on every memory placement
+                    # with the last inputs; keep the fastest n for later GENs
 QUIT = b"QUIT"
 
 # Kinds a worker sends.

@@ -56,7 +56,7 @@ void proto_request_init(struct proto_request *rq)
 	rq->max_reps = 1000;
 	rq->max_time_ms = 5000;
 	rq->target_rse = 0.01;
-	rq->placements = 8;
+	rq->placements = 32;
 	rq->wall_ms = 600000;
 }
 

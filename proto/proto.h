@@ -121,10 +121,12 @@ struct proto_request {
 	uint32_t max_time_ms;		/* "max_time_ms": cap on the timing phase,
 					   1..PROTO_TIME_MS_MAX [5000] */
 	uint32_t placements;		/* "placements": 1..PROTO_PLACEMENTS_MAX
-					   [8]: on GPUs, memory pools the timed
-					   calls' inputs and allocations rotate
-					   through; times are the fastest
-					   pool's (README "Timing") */
+					   [32]: on GPUs, memory pools tried;
+					   over 4, each model's fastest 4 by a
+					   scan, which the timed calls' inputs
+					   and allocations rotate through; times
+					   are the fastest pool's (README
+					   "Timing") */
 	double target_rse;		/* "target_rse": stop when rel. std. error
 					   of the median estimate is below it;
 					   0..1 [0.01] */

@@ -630,7 +630,7 @@ START_TEST(request_defaults)
 	ck_assert_uint_eq(rq.max_time_ms, d.max_time_ms);
 	ck_assert_uint_eq(rq.wall_ms, d.wall_ms);
 	ck_assert(rq.target_rse == d.target_rse);
-	ck_assert_uint_eq(rq.placements, 8);
+	ck_assert_uint_eq(rq.placements, 32);
 	ck_assert_uint_eq(rq.placements, d.placements);
 	ck_assert(rq.timing == d.timing);
 	ck_assert_uint_eq(rq.seed, 0x123456789abcdefULL);
