@@ -464,32 +464,42 @@ class Worker:
         n = self.n_slots
         src = list(self.in_bufs)
         flush = torch.empty(2 * self._l2_bytes(), dtype=torch.uint8, device=self.device)
-        marks = []
-        torch.cuda.synchronize(self.device)
-        # Everything is queued at once behind a spin, so the GPU runs it
-        # back to back and each pair of events holds the GPU's time for
-        # forward, not the host's for launching it: per placement the
-        # inputs' copy, then SCAN_CALLS times an L2 flush and forward.
-        torch.cuda._sleep(SCAN_SPIN_CYCLES)
+        # First each placement's inputs and one forward, which makes its
+        # allocations (a cudaMalloc can wait for the GPU to drain).
+        inputs = []
         for p in range(n):
             while len(self.pools) <= p:
                 self.pools.append(torch.cuda.MemPool())
             self.slot = p
             placed = self._place(self.gen_desc, src, check=False)
             it = iter(placed)
-            self.inputs = [next(it) if isinstance(x, torch.Tensor) else x for x in self.inputs]
-            for i in range(SCAN_CALLS):
-                flush.fill_(i & 0xFF)
-                ev = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                with self._in_slot():
-                    ev[0].record()
-                    out = self._forward()
-                    ev[1].record()
-                    del out
-                marks.append((p, ev))
+            inputs.append([next(it) if isinstance(x, torch.Tensor) else x
+                           for x in self.inputs])
+            self.inputs = inputs[-1]
+            with self._in_slot():
+                out = self._forward()
+                del out
+        marks = [(p, torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                 for _ in range(SCAN_CALLS) for p in range(n)]
         torch.cuda.synchronize(self.device)
+        # Then the timed calls, all queued at once behind a spin, so the
+        # GPU runs them back to back and each pair of events holds the
+        # GPU's time for forward, not the host's for launching it.
+        torch.cuda._sleep(SCAN_SPIN_CYCLES)
+        for i, (p, a, b) in enumerate(marks):
+            self.slot = p
+            self.inputs = inputs[p]
+            flush.fill_(i & 0xFF)
+            with self._in_slot():
+                a.record()
+                out = self._forward()
+                b.record()
+                del out
+        torch.cuda.synchronize(self.device)
+        self.inputs = inputs[-1]
+        del inputs
         best = [float("inf")] * n
-        for p, (a, b) in marks:
+        for p, a, b in marks:
             best[p] = min(best[p], a.elapsed_time(b) * 1e3)
         del flush, marks
         order = sorted(range(n), key=lambda p: best[p])
