@@ -53,7 +53,7 @@ BANDWIDTH_BYTES = 256 << 20   # buffer of the copy-rate measurement
 SPIN_MAX_US = 5000            # the longest spin a FLUSH may ask for
 PLACEMENT_BYTES = 4 << 30    # cap on the input copies of placements (_slot)
 SCAN_CALLS = 2               # forward calls per placement in a SCAN
-SCAN_SPIN_CYCLES = 2000000   # the spin a SCAN's launches queue behind (~1 ms)
+SCAN_SPIN_MAX_US = 30000     # cap on the spin a SCAN's launches queue behind
 RECHECK_BYTES = 2 << 30      # cap on the float64 outputs of a recheck (_exact)
 
 # The spin that follows a flush (see cmd_flush): one thread polling the
@@ -149,6 +149,7 @@ class Worker:
         self.slot = 0
         self.n_slots = 1       # placements of the last GEN
         self.scan_kept = None  # placements the SCAN kept, fastest first
+        self.cycles_per_us = 0.0   # the GPU's clock, for torch.cuda._sleep
         self.gen_desc = None   # the last GEN's input description
         self.gens = 0
         self.kept = None       # reference: outputs described at FETCH
@@ -484,8 +485,13 @@ class Worker:
         torch.cuda.synchronize(self.device)
         # Then the timed calls, all queued at once behind a spin, so the
         # GPU runs them back to back and each pair of events holds the
-        # GPU's time for forward, not the host's for launching it.
-        torch.cuda._sleep(SCAN_SPIN_CYCLES)
+        # GPU's time for forward, not the host's for launching it.  The
+        # spin outlasts the host's launching of them all: a fast-format
+        # forward takes the host up to 100 us to launch, about what the
+        # GPU takes to run it.
+        host_us = self._launch_us(flush, inputs[0])
+        torch.cuda._sleep(self._spin_cycles(
+            min(SCAN_SPIN_MAX_US, 300 + 1.5 * host_us * len(marks))))
         for i, (p, a, b) in enumerate(marks):
             self.slot = p
             self.inputs = inputs[p]
@@ -514,6 +520,37 @@ class Worker:
         torch.cuda.empty_cache()
         return {"pools": n, "kept": len(self.scan_kept),
                 "us": [round(best[p], 1) for p in order]}
+
+    def _launch_us(self, flush, inputs):
+        """The host's time to launch an L2 flush and forward, timed events
+        around it, without waiting for the GPU: the slowest of three, in
+        microseconds."""
+        self.inputs = inputs
+        a = torch.cuda.Event(enable_timing=True)
+        worst = 0.0
+        for _ in range(3):
+            t = time.perf_counter()
+            flush.fill_(0)
+            a.record()
+            out = self._forward()
+            a.record()
+            del out
+            worst = max(worst, time.perf_counter() - t)
+        torch.cuda.synchronize(self.device)
+        return worst * 1e6
+
+    def _spin_cycles(self, us):
+        """GPU clock cycles that torch.cuda._sleep spins for about `us`
+        microseconds, at the clock measured on a first spin."""
+        if not self.cycles_per_us:
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            torch.cuda._sleep(200000)
+            b.record()
+            b.synchronize()
+            ms = a.elapsed_time(b)
+            self.cycles_per_us = 200000 / (ms * 1e3) if ms > 0 else 2000.0
+        return int(us * self.cycles_per_us)
 
     def _in_slot(self):
         """A context in which this worker's allocations go to the pool of
