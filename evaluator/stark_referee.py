@@ -1363,7 +1363,9 @@ class Evaluation:
                 parts.append("%s %s" % (role, " ".join("%.1f" % x for x in us)))
         env = self.res["env"]
         env["timing_scan_us"] = "; ".join(parts)[:900]
-        env["timing_scan_ms"] = "%.0f" % ((time.monotonic() - t) * 1e3)
+        env["timing_scan_ms"] = "%.0f (ref %.0f, cand %.0f)" % (
+            (time.monotonic() - t) * 1e3, _number(got["ref"].get("ms")),
+            _number(got["cand"].get("ms")))
         return self.placements
 
     def timing_phase(self):

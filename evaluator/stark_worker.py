@@ -52,7 +52,7 @@ FLUSH_L2_TIMES = 2            # an L2 flush writes this many times the L2's size
 BANDWIDTH_BYTES = 256 << 20   # buffer of the copy-rate measurement
 SPIN_MAX_US = 5000            # the longest spin a FLUSH may ask for
 PLACEMENT_BYTES = 4 << 30    # cap on the input copies of placements (_slot)
-SCAN_CALLS = 2               # forward calls per placement in a SCAN
+SCAN_CALLS = 1               # forward calls per placement in a SCAN
 SCAN_SPIN_MAX_US = 30000     # cap on the spin a SCAN's launches queue behind
 RECHECK_BYTES = 2 << 30      # cap on the float64 outputs of a recheck (_exact)
 
@@ -462,6 +462,7 @@ class Worker:
         if (self.device.type != "cuda" or type(keep) is not int or keep < 1 or
                 self.scan_kept or not self.pools or self.gen_desc is None):
             return {"pools": 0}
+        t0 = time.monotonic()
         n = self.n_slots
         src = list(self.in_bufs)
         flush = torch.empty(2 * self._l2_bytes(), dtype=torch.uint8, device=self.device)
@@ -519,7 +520,8 @@ class Worker:
         torch.cuda.synchronize(self.device)
         torch.cuda.empty_cache()
         return {"pools": n, "kept": len(self.scan_kept),
-                "us": [round(best[p], 1) for p in order]}
+                "us": [round(best[p], 1) for p in order],
+                "ms": round((time.monotonic() - t0) * 1e3, 1)}
 
     def _launch_us(self, flush, inputs):
         """The host's time to launch an L2 flush and forward, timed events
