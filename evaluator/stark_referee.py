@@ -1368,10 +1368,21 @@ class Evaluation:
             _number(got["cand"].get("ms")))
         return self.placements
 
-    def timing_phase(self):
+    def timing_phase(self, retry=True, t_first=None):
+        """See time_models.  A candidate whose claims are not believed gets
+        one more timing phase, when the deadline allows, before it is
+        reported by wall clock and flagged: a host busy with other work
+        can stretch an honest worker's exchanges past the bound (on the
+        H100 beside 24 compiler processes, an honest 52 us kernel's
+        exchanges once ran 211 us beyond the reference's), while a forged
+        timer fails the bound again."""
         req = self.req
         env = self.res["env"]
         t0 = time.monotonic()
+        t_first = t0 if t_first is None else t_first
+        # Inputs of a second phase come from seeds of their own: outputs a
+        # candidate remembered from the first are no use.
+        lp = "" if retry else "retry-"
         noop = {}
         for role, w, other in (("ref", self.ref, self.cand), ("cand", self.cand, self.ref)):
             with _Stopped(other):
@@ -1403,7 +1414,7 @@ class Evaluation:
             if not self.time_left_for(2):
                 break
             what = "warm-up call %d" % (i + 1)
-            bad = self.run_pair("warmup-%d" % i, what, timed=True, slot=i % nplace)[3]
+            bad = self.run_pair("%swarmup-%d" % (lp, i), what, timed=True, slot=i % nplace)[3]
             if bad is not None:
                 raise Verdict("incorrect", bad)
         walls = {"ref": [], "cand": []}
@@ -1437,7 +1448,7 @@ class Evaluation:
                 break
             what = "timed call %d" % (n + 1)
             order = ("ref", "cand") if n % 2 == 0 else ("cand", "ref")
-            ns, replies, raws, bad = self.run_pair("time-%d" % n, what, order, timed=True,
+            ns, replies, raws, bad = self.run_pair("%stime-%d" % (lp, n), what, order, timed=True,
                                                    slot=n % nplace)
             if bad is not None:
                 raise Verdict("incorrect", bad)
@@ -1470,13 +1481,19 @@ class Evaluation:
             with _Stopped(self.cand):
                 dev1 = self.command(self.ref, W.DEVICE_INFO, {}, "reading the GPU's state")
             self.gpu_env(dev0, dev1)
-        self.res["stage_ms"]["time_ms"] = (time.monotonic() - t0) * 1e3
+        self.res["stage_ms"]["time_ms"] = (time.monotonic() - t_first) * 1e3
         env["timing_stop"] = stop_why
         if n == 0:
             return              # no time was left to measure: no timings
         if self.cuda:
             claims = all_claims()
             j = judge_claims(walls["cand"], claims["cand"], raws_c, walls["ref"], claims["ref"])
+            took = time.monotonic() - t0
+            if (not j["believed"] and retry and
+                    time.monotonic() + 2 * took + 2.0 < self.deadline):
+                env["timing_retried"] = ("the first timing's claims were not believed "
+                                         "(%s)" % j["why"])[:600]
+                return self.timing_phase(retry=False, t_first=t_first)
             cand_us, ref_us = j["cand"], j["ref"]
             if not j["believed"]:
                 env["timing_method"] = "cuda_events; the candidate by wall clock"
