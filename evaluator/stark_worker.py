@@ -517,16 +517,15 @@ class Worker:
         self.slot = self.scan_kept[0]
         self.outputs = None
         self.snapshot = None
-        torch.cuda.synchronize(self.device)
         torch.cuda.empty_cache()
         return {"pools": n, "kept": len(self.scan_kept),
                 "us": [round(best[p], 1) for p in order],
                 "ms": round((time.monotonic() - t0) * 1e3, 1)}
 
     def _launch_us(self, flush, inputs):
-        """The host's time to launch an L2 flush and forward, timed events
-        around it, without waiting for the GPU: the slowest of three, in
-        microseconds."""
+        """The host's time to launch an L2 flush and forward with an event
+        on each side, as the scan does, without waiting for the GPU: the
+        slowest of three, in microseconds."""
         self.inputs = inputs
         a = torch.cuda.Event(enable_timing=True)
         worst = 0.0
