@@ -138,14 +138,14 @@ ROOFLINE_FACTOR = 1.25
 # the messages in between, within [SPIN_MIN_US, SPIN_CAP_US].  The first
 # calls, before any host time is known, get SPIN_START_US.
 SPIN_START_US = 400
-# With more memory placements than this, each worker first times forward
-# on all of them (stark_worker.cmd_scan) and the timed calls rotate through
-# its PLACEMENT_KEEP fastest.
-PLACEMENT_KEEP = 4
 SPIN_MIN_US = 100
 SPIN_CAP_US = 2000
 SPIN_FACTOR = 1.5
 SPIN_MARGIN_US = 150
+# With more memory placements than this, each worker first times forward
+# on all of them (stark_worker.cmd_scan) and the timed calls rotate through
+# its PLACEMENT_KEEP fastest.
+PLACEMENT_KEEP = 4
 
 # Library operators that do the heavy lifting of a problem.  A candidate that
 # dispatches one the reference also uses may simply be calling the op it was

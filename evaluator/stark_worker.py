@@ -103,6 +103,13 @@ def _exec_module(name, filename, src):
     return mod
 
 
+def _with_tensors(items, tensors):
+    """items (a call's arguments) with its tensors replaced, in order, by
+    those of `tensors`; other items as they are."""
+    it = iter(tensors)
+    return [next(it) if isinstance(x, torch.Tensor) else x for x in items]
+
+
 def _storage_span(t):
     try:
         st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
@@ -387,8 +394,7 @@ class Worker:
         self.slot = self._slot(sum(t.numel() * t.element_size() for t in tensors), args.get("slot"))
         self.gen_desc = desc
         placed = self._place(desc, tensors)
-        it = iter(placed)
-        self.inputs = [next(it) if isinstance(x, torch.Tensor) else x for x in items]
+        self.inputs = _with_tensors(items, placed)
         self.outputs = None
         self.snapshot = None
         self.kept = None
@@ -473,10 +479,8 @@ class Worker:
             while len(self.pools) <= p:
                 self.pools.append(torch.cuda.MemPool())
             self.slot = p
-            placed = self._place(self.gen_desc, src, check=False)
-            it = iter(placed)
-            inputs.append([next(it) if isinstance(x, torch.Tensor) else x
-                           for x in self.inputs])
+            inputs.append(_with_tensors(self.inputs,
+                                        self._place(self.gen_desc, src, check=False)))
             self.inputs = inputs[-1]
             with self._in_slot():
                 out = self._forward()
@@ -848,8 +852,7 @@ class Worker:
         if "error" in r:
             first["recheck"] = {"error": r["error"]}
             return first
-        info = {"ref_err": r["ref_err"], "nbad": r["nbad"], "max_abs": r["max_abs"],
-                "first_nbad": first["nbad"]}
+        info = {"ref_err": r["ref_err"], "nbad": r["nbad"], "max_abs": r["max_abs"]}
         if r["nbad"]:
             first["recheck"] = info
             return first
@@ -875,14 +878,9 @@ class Worker:
             else:
                 if self.model64 is None:
                     self.model64 = copy.deepcopy(self.model).to(torch.float64)
-                it = iter(self.pristine)
-                args = []
-                for x in self.inputs:
-                    if isinstance(x, torch.Tensor):
-                        x = next(it)
-                        if x.is_floating_point():
-                            x = x.to(torch.float64)
-                    args.append(x)
+                args = _with_tensors(self.inputs, [
+                    x.to(torch.float64) if x.is_floating_point() else x
+                    for x in self.pristine])
                 with torch.no_grad():
                     out = self.model64(*args)
                 items = list(out) if isinstance(out, (tuple, list)) else [out]
