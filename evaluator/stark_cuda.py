@@ -27,6 +27,7 @@ Environment (set by the evaluator; all optional for standalone use):
                     "load" (never compile; a cubin missing from the cache is
                     an error)
   STARK_CUDA_ARCH   target, e.g. "sm_90"; required where no GPU is visible
+                    (stark sets it from nvidia-smi for a "cuda" device)
 
 This file is the only place the fast format touches the CUDA driver and
 NVRTC libraries (through ctypes).
@@ -155,9 +156,15 @@ def device_arch():
         if not re.fullmatch(r"sm_\d+[a-z]?", arch):
             raise CudaError("STARK_CUDA_ARCH must look like sm_90, not %r" % arch)
         return arch
-    lib = _cuda()
-    dev = ctypes.c_int()
-    _check(lib.cuDeviceGet(ctypes.byref(dev), _device_ordinal()), "cuDeviceGet")
+    try:
+        lib = _cuda()
+        dev = ctypes.c_int()
+        _check(lib.cuDeviceGet(ctypes.byref(dev), _device_ordinal()), "cuDeviceGet")
+    except CudaError as e:
+        # The compile jail sees no GPU: stark sets STARK_CUDA_ARCH from
+        # nvidia-smi for a "cuda" device, where nvidia-smi answers.
+        raise CudaError("no GPU to take the target architecture from (%s); set "
+                        "STARK_CUDA_ARCH, e.g. sm_90" % e) from None
     major, minor = ctypes.c_int(), ctypes.c_int()
     # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
     _check(lib.cuDeviceGetAttribute(ctypes.byref(major), 75, dev), "cuDeviceGetAttribute")

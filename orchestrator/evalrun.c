@@ -25,8 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/common.h"
@@ -37,6 +40,8 @@
 extern char **environ;
 
 enum { P_IN, P_OUT, P_ERR, P_RES, P_COUNT };
+
+#define CUDA_ARCH_WAIT_MS 10000u /* nvidia-smi's answer, at most */
 
 struct evalrun {
 	struct sandbox_child *child; /* exec'd: the jail; NULL with a zygote */
@@ -81,6 +86,94 @@ void evalrun_opts_init(struct evalrun_opts *o)
 	o->lock_fd = -1;
 }
 
+int evalrun_parse_caps(const char *text, int gpu_index, int *major, int *minor)
+{
+	const char *line = text;
+
+	while (line && *line) {
+		const char *nl = strchr(line, '\n');
+		char buf[64];
+		size_t len = nl ? (size_t)(nl - line) : strlen(line);
+		int idx, ma, mi, used = 0;
+
+		if (len < sizeof(buf)) {
+			memcpy(buf, line, len);
+			buf[len] = '\0';
+			if (sscanf(buf, " %d , %d.%d %n", &idx, &ma, &mi, &used) == 3 &&
+			    buf[used] == '\0' && idx == gpu_index && ma > 0 && ma < 100 &&
+			    mi >= 0 && mi < 10) {
+				*major = ma;
+				*minor = mi;
+				return 0;
+			}
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	return -1;
+}
+
+/*
+ * Where $STARK_CUDA_ARCH is not set, sets it (and $TORCH_CUDA_ARCH_LIST
+ * where that is not set) from nvidia-smi's compute capability of GPU
+ * gpu_index: the compile jail sees no GPU, so NVRTC and load_inline must be
+ * told the target there.  Once per process; quiet where nvidia-smi is
+ * missing or slow (the compile stage then says what to set).
+ */
+static void cuda_arch_env(int gpu_index)
+{
+	static bool tried;
+	char a0[] = "nvidia-smi", a1[] = "--query-gpu=index,compute_cap", a2[] = "--format=csv,noheader";
+	char *argv[] = {a0, a1, a2, NULL};
+	char out[4096], list[16], arch[16];
+	posix_spawn_file_actions_t fa;
+	int fds[2], status, major, minor;
+	size_t got = 0;
+	pid_t pid = -1;
+	uint64_t end;
+
+	if (tried || getenv("STARK_CUDA_ARCH"))
+		return;
+	tried = true;
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return;
+	if (posix_spawn_file_actions_init(&fa) == 0) {
+		if (posix_spawn_file_actions_adddup2(&fa, fds[1], 1) == 0 &&
+		    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0) == 0 &&
+		    posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ) != 0)
+			pid = -1;
+		posix_spawn_file_actions_destroy(&fa);
+	}
+	close(fds[1]);
+	end = clock_mono_ns() + CUDA_ARCH_WAIT_MS * 1000000ull;
+	while (pid > 0 && got < sizeof(out) - 1) {
+		struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+		uint64_t now = clock_mono_ns();
+		ssize_t r;
+
+		if (now >= end || poll(&pfd, 1, (int)((end - now) / 1000000 + 1)) <= 0)
+			break;
+		r = read(fds[0], out + got, sizeof(out) - 1 - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	out[got] = '\0';
+	close(fds[0]);
+	if (pid <= 0)
+		return;
+	kill(pid, SIGKILL);	/* gone already, or hung: either way, reaped */
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (evalrun_parse_caps(out, gpu_index, &major, &minor))
+		return;
+	snprintf(arch, sizeof(arch), "sm_%d%d", major, minor);
+	snprintf(list, sizeof(list), "%d.%d", major, minor);
+	setenv("STARK_CUDA_ARCH", arch, 0);
+	setenv("TORCH_CUDA_ARCH_LIST", list, 0);
+}
+
 void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, const char *cache,
 		       const char *device, bool insecure, struct evalrun_binds *binds)
 {
@@ -102,8 +195,10 @@ void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, c
 	run->binds = binds->run;
 	compile->nbinds = run->nbinds = n;
 	compile->insecure = run->insecure = insecure;
-	if (str_starts(device, "cuda"))
+	if (str_starts(device, "cuda")) {
 		run->gpu_index = device[4] == ':' ? atoi(device + 5) : 0;
+		cuda_arch_env(run->gpu_index);
+	}
 }
 
 bool evalrun_env_allowed(const char *name)

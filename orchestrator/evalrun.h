@@ -109,6 +109,16 @@ struct evalrun_binds {
 void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, const char *cache,
 		       const char *device, bool insecure, struct evalrun_binds *binds);
 
+/*
+ * Finds GPU gpu_index's compute capability in nvidia-smi's
+ * "--query-gpu=index,compute_cap --format=csv,noheader" output (lines
+ * "0, 9.0").  0 with *major and *minor set; -1 where no well-formed line
+ * names that GPU.  evalrun_jail_opts() uses it to set $STARK_CUDA_ARCH
+ * (sm_90) and $TORCH_CUDA_ARCH_LIST (9.0), where they are unset, for a
+ * "cuda" device: the compile jail sees no GPU to ask.
+ */
+int evalrun_parse_caps(const char *text, int gpu_index, int *major, int *minor);
+
 /* True when an environment variable name may be passed to an evaluator by
  * default (PATH, LANG, the compiler, CUDA and sanitizer settings; never
  * secrets such as API keys). */

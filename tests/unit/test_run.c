@@ -829,6 +829,28 @@ static void run_to_end(const struct evalrun_opts *o, const struct proto_request 
 	ck_assert_int_eq(evalrun_one(o, rq, rs, NULL), 0);
 }
 
+/* nvidia-smi's compute capabilities, GPU by GPU; anything else is no answer. */
+START_TEST(parse_caps)
+{
+	const char *text = "0, 9.0\n1, 10.0\r\n2, [N/A]\n 3 ,8.6 \n4, 9.0 extra\n5, 1000.0\n";
+	int ma = -1, mi = -1;
+
+	ck_assert_int_eq(evalrun_parse_caps(text, 0, &ma, &mi), 0);
+	ck_assert(ma == 9 && mi == 0);
+	ck_assert_int_eq(evalrun_parse_caps(text, 1, &ma, &mi), 0);
+	ck_assert(ma == 10 && mi == 0);
+	ck_assert_int_eq(evalrun_parse_caps(text, 3, &ma, &mi), 0);
+	ck_assert(ma == 8 && mi == 6);
+	ma = mi = -1;
+	ck_assert_int_eq(evalrun_parse_caps(text, 2, &ma, &mi), -1);
+	ck_assert_int_eq(evalrun_parse_caps(text, 4, &ma, &mi), -1);
+	ck_assert_int_eq(evalrun_parse_caps(text, 5, &ma, &mi), -1);
+	ck_assert_int_eq(evalrun_parse_caps(text, 6, &ma, &mi), -1);
+	ck_assert_int_eq(evalrun_parse_caps("", 0, &ma, &mi), -1);
+	ck_assert(ma == -1 && mi == -1);
+}
+END_TEST
+
 START_TEST(needs_compile)
 {
 	static const char *const yes[] = {
@@ -1286,6 +1308,7 @@ static Suite *run_suite(void)
 	suite_add_tcase(s, d);
 	e = tcase_create("evalrun");
 	tcase_set_timeout(e, 120);
+	tcase_add_test(e, parse_caps);
 	tcase_add_test(e, needs_compile);
 	tcase_add_test(e, zygote_reports_checked);
 	tcase_add_test(e, zygote_refuses_bad_jobs);
