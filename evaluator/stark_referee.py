@@ -853,12 +853,14 @@ class Evaluation:
         self.spin_us = int(min(max(SPIN_FACTOR * worst + SPIN_MARGIN_US, SPIN_MIN_US),
                                SPIN_CAP_US))
 
-    def call(self, w, what, kind=None, args=None):
+    def call(self, w, what, kind=None, args=None, net=False):
         """Runs forward on the worker's inputs; returns (elapsed ns as seen
         by the referee from the send of CALL to the reply, less the worker's
-        run-queue waits; the reply; the whole exchange in ns).  A
-        candidate's call gets CALL_FLOOR_S or CALL_FACTOR times the
-        reference's slowest call, whichever is more (within the deadline)."""
+        run-queue waits; the reply; the whole exchange in ns).  With `net`,
+        the elapsed ns are also less a no-op round trip made just before
+        (see _settle).  A candidate's call gets CALL_FLOOR_S or CALL_FACTOR
+        times the reference's slowest call, whichever is more (within the
+        deadline)."""
         kind = kind or W.CALL
         payload = json.dumps(args).encode() if args else b""
         deadline = self.deadline
@@ -868,6 +870,7 @@ class Evaluation:
             deadline = min(deadline, time.monotonic() + limit)
 
         def go():
+            rt = self._settle(w, deadline, net)
             q0 = _runq_wait_ns(w.pid)
             t0 = time.perf_counter_ns()
             w.chan.send(kind, payload, deadline)
@@ -877,7 +880,7 @@ class Evaluation:
             q1 = _runq_wait_ns(w.pid)
             if rkind != W.OK:
                 raise self.worker_error(w, obj, what)
-            return _unqueued(t1 - t0, q0, q1), obj, t1 - t0
+            return max(_unqueued(t1 - t0, q0, q1) - rt, 0), obj, t1 - t0
         try:
             ns, obj, raw = self.talk(w, what, go)
         except Verdict as v:
@@ -892,8 +895,35 @@ class Evaluation:
             self.ref_call_max_ns = max(self.ref_call_max_ns, ns)
         return ns, obj, raw
 
+    def _settle(self, w, deadline, measure=False):
+        """A no-op round trip before a measured exchange, so that the
+        worker has run and is blocked reading when the exchange starts.
+
+        The kernel adds a wait in the run queue to /proc/PID/schedstat only
+        when the task gets the CPU.  A worker still waiting for it when the
+        exchange starts (woken by SIGCONT, or finishing its last reply)
+        would have that earlier wait taken off the exchange's time: on a
+        2-core CPU, 60 us a call from one worker and not the other, so the
+        same elementwise ops read 1.5x faster in the candidate.
+
+        With `measure`, a second round trip is timed like a call and its
+        ns returned: the overhead of this exchange (which core the worker
+        wakes on, how deeply the cores slept), measured under the same
+        conditions as the call that follows.  Otherwise 0."""
+        w.chan.send(W.PING, b"", deadline)
+        w.chan.recv({W.OK: 0}, deadline)
+        if not measure:
+            return 0
+        q0 = _runq_wait_ns(w.pid)
+        t0 = time.perf_counter_ns()
+        w.chan.send(W.PING, b"", deadline)
+        w.chan.recv({W.OK: 0}, deadline)
+        t1 = time.perf_counter_ns()
+        return _unqueued(t1 - t0, q0, _runq_wait_ns(w.pid))
+
     def ping(self, w):
         def go():
+            self._settle(w, self.deadline)
             q0 = _runq_wait_ns(w.pid)
             t0 = time.perf_counter_ns()
             w.chan.send(W.PING, b"", self.deadline)
@@ -1146,8 +1176,8 @@ class Evaluation:
                 elif fl.get("spin_error") and self.spin_error is None:
                     self.spin_error = str(fl.get("spin_error"))[:200]
             with _Stopped(other):
-                ns[role], replies[role], raws[role] = self.call(w, "forward (%s)" % what,
-                                                                kind, args)
+                ns[role], replies[role], raws[role] = self.call(
+                    w, "forward (%s)" % what, kind, args, net=timed and not self.cuda)
             t = self.spend("call", t)
             if timed and self.cuda:
                 self.note_launch(role, replies[role])
@@ -1454,7 +1484,8 @@ class Evaluation:
                 raise Verdict("incorrect", bad)
             slots.append(n % nplace)
             for role in ("ref", "cand"):
-                walls[role].append(max(ns[role] - noop[role], 0) / 1e3)
+                # On CPUs each call's ns are net of a round trip of its own.
+                walls[role].append(max(ns[role] - (noop[role] if self.cuda else 0), 0) / 1e3)
                 if self.cuda:
                     replies_seen[role].append(replies[role])
             raws_c.append(raws["cand"] / 1e3)
