@@ -856,9 +856,9 @@ class Evaluation:
     def call(self, w, what, kind=None, args=None, net=False):
         """Runs forward on the worker's inputs; returns (elapsed ns as seen
         by the referee from the send of CALL to the reply, less the worker's
-        run-queue waits; the reply; the whole exchange in ns).  With `net`,
-        the elapsed ns are also less a no-op round trip made just before
-        (see _settle).  A candidate's call gets CALL_FLOOR_S or CALL_FACTOR
+        run-queue waits; the reply; the whole exchange in ns).  With `net`
+        (timed calls on CPUs), the elapsed ns are also less a no-op round
+        trip made just before (see _settle).  A candidate's call gets CALL_FLOOR_S or CALL_FACTOR
         times the reference's slowest call, whichever is more (within the
         deadline)."""
         kind = kind or W.CALL
@@ -870,7 +870,7 @@ class Evaluation:
             deadline = min(deadline, time.monotonic() + limit)
 
         def go():
-            rt = self._settle(w, deadline, net)
+            rt = self._settle(w, deadline, True) if net else 0
             q0 = _runq_wait_ns(w.pid)
             t0 = time.perf_counter_ns()
             w.chan.send(kind, payload, deadline)
@@ -909,7 +909,11 @@ class Evaluation:
         With `measure`, a second round trip is timed like a call and its
         ns returned: the overhead of this exchange (which core the worker
         wakes on, how deeply the cores slept), measured under the same
-        conditions as the call that follows.  Otherwise 0."""
+        conditions as the call that follows.  Otherwise 0.
+
+        Used on CPUs, where these exchanges are the measurement; on GPUs
+        the wall time only bounds what the events claim, and keeps its
+        earlier method."""
         w.chan.send(W.PING, b"", deadline)
         w.chan.recv({W.OK: 0}, deadline)
         if not measure:
@@ -923,7 +927,8 @@ class Evaluation:
 
     def ping(self, w):
         def go():
-            self._settle(w, self.deadline)
+            if not self.cuda:
+                self._settle(w, self.deadline)
             q0 = _runq_wait_ns(w.pid)
             t0 = time.perf_counter_ns()
             w.chan.send(W.PING, b"", self.deadline)
