@@ -858,9 +858,9 @@ class Evaluation:
         by the referee from the send of CALL to the reply, less the worker's
         run-queue waits; the reply; the whole exchange in ns).  With `net`
         (timed calls on CPUs), the elapsed ns are also less a no-op round
-        trip made just before (see _settle).  A candidate's call gets CALL_FLOOR_S or CALL_FACTOR
-        times the reference's slowest call, whichever is more (within the
-        deadline)."""
+        trip made just before (see _settle).  A candidate's call gets
+        CALL_FLOOR_S or CALL_FACTOR times the reference's slowest call,
+        whichever is more (within the deadline)."""
         kind = kind or W.CALL
         payload = json.dumps(args).encode() if args else b""
         deadline = self.deadline

@@ -21,12 +21,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -116,8 +116,9 @@ int evalrun_parse_caps(const char *text, int gpu_index, int *major, int *minor)
  * Where $STARK_CUDA_ARCH is not set, sets it (and $TORCH_CUDA_ARCH_LIST
  * where that is not set) from nvidia-smi's compute capability of GPU
  * gpu_index: the compile jail sees no GPU, so NVRTC and load_inline must be
- * told the target there.  Once per process; quiet where nvidia-smi is
- * missing or slow (the compile stage then says what to set).
+ * told the target there.  Where only $STARK_CUDA_ARCH is set (sm_90),
+ * $TORCH_CUDA_ARCH_LIST follows it (9.0).  Once per process; quiet where
+ * nvidia-smi is missing or slow (the compile stage then says what to set).
  */
 static void cuda_arch_env(int gpu_index)
 {
@@ -125,15 +126,25 @@ static void cuda_arch_env(int gpu_index)
 	char a0[] = "nvidia-smi", a1[] = "--query-gpu=index,compute_cap", a2[] = "--format=csv,noheader";
 	char *argv[] = {a0, a1, a2, NULL};
 	char out[4096], list[16], arch[16];
+	const char *given = getenv("STARK_CUDA_ARCH");
 	posix_spawn_file_actions_t fa;
-	int fds[2], status, major, minor;
+	int fds[2], status, major, minor, used = 0;
 	size_t got = 0;
 	pid_t pid = -1;
 	uint64_t end;
 
-	if (tried || getenv("STARK_CUDA_ARCH"))
+	if (tried)
 		return;
 	tried = true;
+	if (given) {
+		if (!getenv("TORCH_CUDA_ARCH_LIST") &&
+		    sscanf(given, "sm_%d%n", &major, &used) == 1 && given[used] == '\0' &&
+		    major >= 10 && major < 1000) {
+			snprintf(list, sizeof(list), "%d.%d", major / 10, major % 10);
+			setenv("TORCH_CUDA_ARCH_LIST", list, 0);
+		}
+		return;
+	}
 	if (pipe2(fds, O_CLOEXEC) < 0)
 		return;
 	if (posix_spawn_file_actions_init(&fa) == 0) {

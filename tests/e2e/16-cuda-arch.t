@@ -35,7 +35,7 @@ given() {
 	python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["log"])' "$T/out.json" 2>/dev/null
 }
 
-echo "1..5"
+echo "1..6"
 
 e=$(given "$T/bin" cuda)
 if grep -qx "STARK_CUDA_ARCH=sm_90" <<<"$e" && grep -qx "TORCH_CUDA_ARCH_LIST=9.0" <<<"$e"; then
@@ -56,6 +56,13 @@ if grep -qx "STARK_CUDA_ARCH=sm_80" <<<"$e" && grep -qx "TORCH_CUDA_ARCH_LIST=8.
 	ok "values the user set are kept"
 else
 	not_ok "the user's STARK_CUDA_ARCH was replaced" "$e"
+fi
+
+e=$(given "$T/bin" cuda:1 STARK_CUDA_ARCH=sm_86)
+if grep -qx "STARK_CUDA_ARCH=sm_86" <<<"$e" && grep -qx "TORCH_CUDA_ARCH_LIST=8.6" <<<"$e"; then
+	ok "STARK_CUDA_ARCH alone: TORCH_CUDA_ARCH_LIST follows it"
+else
+	not_ok "STARK_CUDA_ARCH alone: no matching TORCH_CUDA_ARCH_LIST" "$e"
 fi
 
 e=$(given "$T/bin" cuda:2)
