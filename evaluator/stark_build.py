@@ -43,6 +43,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 # torch's extension module looks for CUDA and ROCm at import by running
@@ -403,8 +404,67 @@ def install(mode, cache_dir):
     ext.load_inline = load_inline
 
 
+# The prefix stark_nvcc precompiles (prepare_pch): what load_inline puts
+# before a .cu unit's sources, then torch/extension.h, which KernelBench's
+# solutions include first.  The declaration after it marks the prefix's end.
+PCH_CUDA = """#include <torch/extension.h>
+int stark_pch_end_ = 0;
+int stark_pch_probe() { return stark_pch_end_; }
+"""
+PCH_VARIANTS = ((), ("-O3",))   # extra_cuda_cflags prepared for
+
+
+def prepare_pch(folder, variants=PCH_VARIANTS):
+    """Builds the canonical unit once per variant of extra_cuda_cflags with
+    stark_nvcc making its prefix's precompiled header in folder (see
+    stark_nvcc).  Run outside any jail, by the operator: candidates must
+    never write folder.  Returns stark_nvcc's records of the builds."""
+    folder = os.path.abspath(folder)
+    os.makedirs(folder, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix="stark-pch-")
+    os.environ["STARK_NVCC_PCH_MAKE"] = folder
+    try:
+        install("build", scratch)
+        for i, flags in enumerate(variants):
+            tmp = os.path.join(scratch, "b%d" % i)
+            os.makedirs(tmp)
+            state["nvcc_cmd"] = _nvcc_command(tmp)
+            if state["nvcc_cmd"] is None:
+                raise RuntimeError("no stark_nvcc for this build (STARK_NVCC=plain, or no nvcc)")
+            try:
+                _real_load_inline("stark_pch_%d" % i, cpp_sources="int stark_pch_probe();",
+                                  cuda_sources=PCH_CUDA, functions=["stark_pch_probe"],
+                                  extra_cuda_cflags=list(flags), build_directory=tmp,
+                                  verbose=False)
+            except Exception as e:
+                # The prefix is made before the link, which may still fail
+                # where torch has no CUDA libraries (it only has to compile).
+                state["failures"].append({"name": "stark_pch_%d" % i, "log": str(e)[-2000:]})
+            finally:
+                state["nvcc_cmd"] = None
+                _collect_nvcc(tmp)
+    finally:
+        os.environ.pop("STARK_NVCC_PCH_MAKE", None)
+        shutil.rmtree(scratch, ignore_errors=True)
+    return state["nvcc"]
+
+
 def summary():
     return {"calls": state["calls"], "built": state["built"],
             "hits": state["hits"], "build_s": round(state["build_s"], 3),
             "load_s": round(state["load_s"], 3),
             "failures": state["failures"], "nvcc": state["nvcc"]}
+
+
+if __name__ == "__main__":
+    # python3 evaluator/stark_build.py --prepare-pch FOLDER
+    if len(sys.argv) != 3 or sys.argv[1] != "--prepare-pch":
+        sys.stderr.write("usage: stark_build.py --prepare-pch FOLDER\n")
+        sys.exit(2)
+    recs = prepare_pch(sys.argv[2])
+    for r in recs:
+        print(json.dumps(r))
+    made = [r for r in recs if str(r.get("pch", "")).startswith("made")]
+    print("stark_build: %d of %d precompiled prefixes made in %s"
+          % (len(made), len(PCH_VARIANTS), sys.argv[2]))
+    sys.exit(0 if len(made) == len(PCH_VARIANTS) else 1)

@@ -28,7 +28,22 @@ chain's, then the final step's.
 
 STATS_FILE ("-" for none) gets one JSON line per run: the mode
 ("parallel", or "plain: WHY") and, in parallel mode, the seconds each
-chain and the final step took.  torch.utils.cpp_extension.load_inline is
+chain and the final step took, and what became of the precompiled prefix
+("pch").
+
+A precompiled prefix.  The final step spends about 20 s on torch's
+headers, which cudafe1.cpp holds before the unit's own code.  With
+$STARK_NVCC_PCH naming a folder of prepared prefixes, a unit whose
+cudafe1.cpp starts with one of them byte for byte (past its first line,
+which names the unit's path) and whose final step is the one the prefix
+was prepared for gets that prefix replaced by an #include of it, which the
+host compiler then reads precompiled (prefix.h.gch beside it; where GCC
+finds the .gch unusable it reads prefix.h itself, which is the same text).
+The object is the one the whole file makes.  The folder is written only by
+a build with $STARK_NVCC_PCH_MAKE set to it, of a unit that marks the end
+of its prefix with a declaration of SENTINEL (stark_build.prepare_pch);
+never by the compile jail, where candidates' code runs, and where it is
+bound read-only.  torch.utils.cpp_extension.load_inline is
 pointed at this program by stark_build in the compile stage; it has no
 state of its own and needs only the standard library.
 """
@@ -45,6 +60,10 @@ import tempfile
 import time
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+PCH_ENV = "STARK_NVCC_PCH"
+PCH_MAKE_ENV = "STARK_NVCC_PCH_MAKE"
+SENTINEL = b"stark_pch_end_"
+MARKER_RE = re.compile(rb'# [0-9]+ "[^"\n]*"')
 FILTER_DEPS = "-- Filter Dependencies -- > "
 # nvcc arguments after which the form is not a plain compile of one unit.
 PLAIN_ONLY = {"--dryrun", "-dryrun", "-E", "--preprocess", "-M", "-MM",
@@ -134,7 +153,7 @@ def plan(dry_lines):
     if not any(_program(c) == "cicc" or "/cicc" in c.split(" ")[0] for c in device):
         raise Plain("no cicc step")
     host = [pre[0], fe.replace("--gen_module_id_file ", "", 1)]
-    return exports, host, device, cmds[fi], cmds[fi + 1:], depfile, id_file
+    return exports, host, device, cmds[fi], cmds[fi + 1:], depfile, id_file, gen_c
 
 
 def module_id(args, src):
@@ -186,6 +205,95 @@ def _chains(head, host, device, rec):
         return rcs["device"]
 
 
+def _pch_key(final, gen_c):
+    """The prepared prefix's name for a final step: a hash of its command
+    with the unit and the object left out."""
+    cmd = final.replace('"%s"' % gen_c, "UNIT")
+    cmd = re.sub(r' -o "[^"]*"', " -o OUT", cmd)
+    return hashlib.sha256(cmd.encode()).hexdigest()[:32]
+
+
+def _pch_module_id(final, gen_c):
+    """The module id of the prefix prepared for this final step, if any.
+
+    cudafe++ names the anonymous namespaces of torch's headers after the
+    module id, so a unit matches a prepared prefix only under the id it was
+    made with; a unit that may use one takes that id.  Anonymous
+    namespaces stay local to the extension either way; what the id names
+    with process-wide linkage (unique symbols such as cuda::std's `ignore`)
+    are stateless objects two extensions may share."""
+    folder = os.environ.get(PCH_MAKE_ENV) or os.environ.get(PCH_ENV)
+    if not folder:
+        return None
+    try:
+        with open(os.path.join(folder, _pch_key(final, gen_c), "module_id"), "r",
+                  encoding="ascii") as f:
+            mid = f.read(256).strip()
+    except OSError:
+        return None
+    return mid if re.fullmatch(r"_[A-Za-z0-9_]{1,200}", mid) else None
+
+
+def make_pch(folder, final, gen_c, head, mid):
+    """Prepares the prefix of gen_c (up to the line marker before SENTINEL)
+    under folder for this final step: prefix.h and, by the final step's
+    compiler, prefix.h.gch, put in place whole.  Returns what it did."""
+    with open(gen_c, "rb") as f:
+        text = f.read()
+    i = text.find(SENTINEL)
+    j = text.rfind(b"\n# ", 0, i) if i >= 0 else -1
+    if j < 0 or not MARKER_RE.match(text, j + 1):
+        return "no end of prefix marked"
+    dest = os.path.join(folder, _pch_key(final, gen_c))
+    tmp = tempfile.mkdtemp(prefix=".make-", dir=folder)
+    try:
+        header = os.path.join(tmp, "prefix.h")
+        with open(header, "wb") as f:
+            f.write(text[:j + 1])
+        with open(os.path.join(tmp, "module_id"), "w", encoding="ascii") as f:
+            f.write(mid)
+        cmd = final.replace(" -c ", " ", 1).replace(" -x c++ ", " -x c++-header ", 1)
+        cmd = cmd.replace('"%s"' % gen_c, shlex.quote(header))
+        cmd = re.sub(r' -o "[^"]*"', " -o " + shlex.quote(header + ".gch"), cmd)
+        if " -x c++-header " not in cmd:
+            return "a final step of another form"
+        if subprocess.run(["sh", "-c", head + cmd], stdin=subprocess.DEVNULL).returncode:
+            return "the compiler failed on the prefix"
+        shutil.rmtree(dest, ignore_errors=True)
+        os.rename(tmp, dest)
+        tmp = None
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return "made %d bytes" % (j + 1)
+
+
+def use_pch(folder, final, gen_c):
+    """Rewrites gen_c to include its prepared prefix, where one matches.
+    Returns what it did."""
+    d = os.path.join(folder, _pch_key(final, gen_c))
+    header = os.path.join(d, "prefix.h")
+    if not os.path.isfile(header + ".gch"):
+        return "none for this final step"
+    if any(c in header for c in '"\\\n'):
+        return "a folder name it cannot include"
+    with open(header, "rb") as f:
+        prefix = f.read()
+    with open(gen_c, "rb") as f:
+        text = f.read()
+    a, b = prefix.find(b"\n") + 1, text.find(b"\n") + 1
+    n = len(prefix) - a
+    if (a == 0 or b == 0 or text[b:b + n] != prefix[a:] or
+            not MARKER_RE.match(text, b + n)):
+        return "another prefix"
+    tmp = gen_c + ".pch"
+    with open(tmp, "wb") as f:
+        f.write(b'#include "%s"\n' % header.encode())
+        f.write(text[b + n:])
+    os.replace(tmp, gen_c)
+    return "used"
+
+
 def run(real, stats, args):
     """Returns nvcc's exit status; raises Plain before anything ran."""
     if any(a in PLAIN_ONLY for a in args):
@@ -201,15 +309,27 @@ def run(real, stats, args):
                              text=True, errors="replace")
         if dry.returncode != 0:
             raise Plain("dry run failed")
-        exports, host, device, final, after, depfile, id_file = plan(
+        exports, host, device, final, after, depfile, id_file, gen_c = plan(
             dry.stderr.splitlines())
+        mid, shared = module_id(args, units[0]), _pch_module_id(final, gen_c)
         with open(id_file, "w", encoding="ascii") as f:
-            f.write(module_id(args, units[0]))
+            f.write(shared or mid)
         head = "\n".join(exports) + "\nset -e\n"
         t1 = time.monotonic()
         rec = {"mode": "parallel", "unit": os.path.basename(units[0]),
                "plan_s": round(t1 - t0, 3)}
         rc = _chains(head, host, device, rec)
+        if rc == 0 and (os.environ.get(PCH_MAKE_ENV) or os.environ.get(PCH_ENV)):
+            t2 = time.monotonic()
+            try:
+                if os.environ.get(PCH_MAKE_ENV):
+                    rec["pch"] = make_pch(os.environ[PCH_MAKE_ENV], final, gen_c, head,
+                                          shared or mid)
+                rec["pch"] = rec.get("pch", "") + (", " if "pch" in rec else "") + use_pch(
+                    os.environ.get(PCH_MAKE_ENV) or os.environ[PCH_ENV], final, gen_c)
+            except OSError as e:
+                rec["pch"] = "unusable: %s" % e
+            rec["pch_s"] = round(time.monotonic() - t2, 3)
         if rc == 0:
             t2 = time.monotonic()
             rc = subprocess.run(["sh", "-c", head + "\n".join([final] + after)],

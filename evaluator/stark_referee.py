@@ -1872,7 +1872,8 @@ class Evaluation:
 
 def _nvcc_note(recs):
     """env.ext_nvcc: how each .cu unit of the builds was compiled
-    (stark_nvcc's records): "parallel host H s, device D s, final F s", or
+    (stark_nvcc's records): "parallel host H s, device D s, final F s"
+    (with what became of a precompiled prefix, where one was offered), or
     "plain: WHY"."""
     if not isinstance(recs, list):
         return ""
@@ -1883,10 +1884,12 @@ def _nvcc_note(recs):
         if rec["mode"] != "parallel":
             parts.append(rec["mode"][:60])
             continue
-        parts.append("parallel host %.1f s, device %.1f s, final %.1f s%s" % (
+        pch = rec.get("pch")
+        parts.append("parallel host %.1f s, device %.1f s, final %.1f s%s%s" % (
             _number(rec.get("host_s")), _number(rec.get("device_s")),
-            _number(rec.get("final_s")), "" if rec.get("rc") == 0 else
-            ", exit %d" % _int(rec, "rc")))
+            _number(rec.get("final_s")),
+            " (precompiled prefix: %s)" % pch[:40] if isinstance(pch, str) else "",
+            "" if rec.get("rc") == 0 else ", exit %d" % _int(rec, "rc")))
     return "; ".join(parts)[:200]
 
 

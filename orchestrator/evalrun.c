@@ -73,6 +73,7 @@ static const char *const env_allow[] = {
 	"CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "MAX_JOBS",
 	"CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST",
 	"NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "STARK_CUDA_ARCH", "STARK_NVCC",
+	"STARK_NVCC_PCH",
 	"OMP_NUM_THREADS", "MKL_NUM_THREADS",
 	"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
 };
@@ -189,7 +190,9 @@ void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, c
 		       const char *device, bool insecure, struct evalrun_binds *binds)
 {
 	const char *env = getenv("STARK_SANDBOX_BINDS");
+	const char *pch = getenv("STARK_NVCC_PCH");
 	char *save = NULL;
+	struct stat st;
 	size_t n = 1;
 
 	binds->compile[0] = (struct sandbox_bind){.src = cache, .writable = true};
@@ -198,13 +201,18 @@ void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, c
 	for (char *p = strtok_r(binds->extra, ":", &save); p && n < EVALRUN_BINDS_MAX;
 	     p = strtok_r(NULL, ":", &save), n++)
 		binds->compile[n] = binds->run[n] = (struct sandbox_bind){.src = p};
+	compile->nbinds = n;
+	/* Prepared prefixes for stark_nvcc: read-only to the compile jail, so
+	 * that no candidate can change what later builds include. */
+	if (pch && pch[0] == '/' && n < EVALRUN_BINDS_MAX && stat(pch, &st) == 0 && S_ISDIR(st.st_mode))
+		binds->compile[compile->nbinds++] = (struct sandbox_bind){.src = pch};
 	compile->sandbox = SANDBOX_COMPILE;
 	run->sandbox = SANDBOX_RUN;
 	if (!compile->mem_bytes)
 		compile->mem_bytes = EVALRUN_COMPILE_MEM;
 	compile->binds = binds->compile;
 	run->binds = binds->run;
-	compile->nbinds = run->nbinds = n;
+	run->nbinds = n;
 	compile->insecure = run->insecure = insecure;
 	if (str_starts(device, "cuda")) {
 		run->gpu_index = device[4] == ':' ? atoi(device + 5) : 0;

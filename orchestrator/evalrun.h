@@ -103,7 +103,9 @@ struct evalrun_binds {
  * (initialized, evaluator set) into a compile jail with the build cache
  * writable and a run jail with it read-only and, for device "cuda[:N]",
  * that GPU's device nodes.  $STARK_SANDBOX_BINDS (':'-separated) adds
- * read-only paths to both, e.g. a Python environment outside /usr.
+ * read-only paths to both, e.g. a Python environment outside /usr;
+ * $STARK_NVCC_PCH (an absolute path to a folder) is bound read-only into
+ * the compile jail.
  * insecure: run with the layers this machine has when some are missing.
  */
 void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, const char *cache,

@@ -99,5 +99,32 @@ mkdir tmp
 TMPDIR=$T/tmp "$PY" "$W" "$NVCC" - -c a.cu -o t.o $ARCH 2>err
 check "its intermediate files are removed" '[ -s t.o ] && [ -z "$(ls -A tmp)" ]'
 
+# 13-17: a precompiled prefix.  A unit that marks the end of its prefix
+# (stark_pch_end_) prepares one; a unit with that prefix and the same
+# flags uses it and makes the object it makes without; another prefix, or
+# other flags, goes without.
+pre() { printf '#include <cstdio>\n#include <vector>\n#include <string>\n'; }
+{ pre; echo 'int stark_pch_end_ = 0;'; } > canon.cu
+{ pre; cat a.cu; } > same.cu
+{ printf '#include <cstdio>\n#include <map>\n'; cat a.cu; } > other.cu
+mkdir pch
+STARK_NVCC_PCH_MAKE=$T/pch "$PY" "$W" "$NVCC" stats.jsonl -c canon.cu -o canon.o $ARCH -Xcompiler -fPIC 2>err
+check "a marked unit prepares its prefix ($(last_stat pch))" \
+	'[ -s canon.o ] && [[ "$(last_stat pch)" == made* ]] && ls pch/*/prefix.h.gch > /dev/null 2>&1'
+chmod -R a-w pch
+STARK_NVCC_PCH=$T/pch "$PY" "$W" "$NVCC" stats.jsonl -c same.cu -o same.o $ARCH -Xcompiler -fPIC 2>err
+check "a unit with that prefix uses it ($(last_stat pch))" '[ -s same.o ] && [ "$(last_stat pch)" = used ]'
+"$PY" "$W" "$NVCC" stats.jsonl -c same.cu -o same-none.o $ARCH -Xcompiler -fPIC 2>err
+# Host symbols, less module ids (the unit that used the prefix took the
+# prefix's id; cudafe++ names anonymous namespaces after it) and the name
+# lengths that mangling puts before them.
+syms2() { nm --defined-only "$1" | awk '{print $2, $3}' | sed -E 's/_GLOBAL__N__[0-9a-f]{8}_[0-9]+_[A-Za-z0-9_]*_cu_[0-9a-f]{8}/ANON/g; s/[0-9]+//g' | sort; }
+check "its object defines what the whole file's does" 'diff <(syms2 same-none.o) <(syms2 same.o) > err'
+STARK_NVCC_PCH=$T/pch "$PY" "$W" "$NVCC" stats.jsonl -c other.cu -o other.o $ARCH -Xcompiler -fPIC 2>err
+check "another prefix goes without ($(last_stat pch))" '[ -s other.o ] && [ "$(last_stat pch)" = "another prefix" ]'
+STARK_NVCC_PCH=$T/pch "$PY" "$W" "$NVCC" stats.jsonl -c same.cu -o same-o3.o $ARCH -Xcompiler -fPIC -O3 2>err
+check "other flags go without ($(last_stat pch))" '[ -s same-o3.o ] && [ "$(last_stat pch)" = "none for this final step" ]'
+chmod -R u+w pch
+
 echo "1..$n"
 exit $failed
