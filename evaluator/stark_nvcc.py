@@ -39,7 +39,9 @@ which names the unit's path) and whose final step is the one the prefix
 was prepared for gets that prefix replaced by an #include of it, which the
 host compiler then reads precompiled (prefix.h.gch beside it; where GCC
 finds the .gch unusable it reads prefix.h itself, which is the same text).
-The object is the one the whole file makes.  The folder is written only by
+The object is the one the whole file makes under the prefix's module id,
+which a unit takes wherever a prefix is prepared for its final step (see
+_pch_module_id).  The folder is written only by
 a build with $STARK_NVCC_PCH_MAKE set to it, of a unit that marks the end
 of its prefix with a declaration of SENTINEL (stark_build.prepare_pch);
 never by the compile jail, where candidates' code runs, and where it is
@@ -319,16 +321,18 @@ def run(real, stats, args):
         rec = {"mode": "parallel", "unit": os.path.basename(units[0]),
                "plan_s": round(t1 - t0, 3)}
         rc = _chains(head, host, device, rec)
-        if rc == 0 and (os.environ.get(PCH_MAKE_ENV) or os.environ.get(PCH_ENV)):
+        making = os.environ.get(PCH_MAKE_ENV)
+        folder = making or os.environ.get(PCH_ENV)
+        if rc == 0 and folder:
             t2 = time.monotonic()
+            notes = []
             try:
-                if os.environ.get(PCH_MAKE_ENV):
-                    rec["pch"] = make_pch(os.environ[PCH_MAKE_ENV], final, gen_c, head,
-                                          shared or mid)
-                rec["pch"] = rec.get("pch", "") + (", " if "pch" in rec else "") + use_pch(
-                    os.environ.get(PCH_MAKE_ENV) or os.environ[PCH_ENV], final, gen_c)
+                if making:
+                    notes.append(make_pch(making, final, gen_c, head, shared or mid))
+                notes.append(use_pch(folder, final, gen_c))
             except OSError as e:
-                rec["pch"] = "unusable: %s" % e
+                notes.append("unusable: %s" % e)
+            rec["pch"] = ", ".join(notes)
             rec["pch_s"] = round(time.monotonic() - t2, 3)
         if rc == 0:
             t2 = time.monotonic()
