@@ -421,6 +421,13 @@ def prepare_pch(folder, variants=PCH_VARIANTS):
     never write folder.  Returns stark_nvcc's records of the builds."""
     folder = os.path.abspath(folder)
     os.makedirs(folder, exist_ok=True)
+    if not os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        # What stark gives the compile jail for this GPU (from nvidia-smi's
+        # compute capability): the prefix serves only builds whose flags
+        # are the ones it was made with.
+        import torch
+        if torch.cuda.is_available():
+            os.environ["TORCH_CUDA_ARCH_LIST"] = "%d.%d" % torch.cuda.get_device_capability()
     scratch = tempfile.mkdtemp(prefix="stark-pch-")
     os.environ["STARK_NVCC_PCH_MAKE"] = folder
     try:
