@@ -215,7 +215,7 @@ def _pch_key(final, gen_c):
     return hashlib.sha256(cmd.encode()).hexdigest()[:32]
 
 
-def _pch_module_id(final, gen_c):
+def _pch_module_id(folder, final, gen_c):
     """The module id of the prefix prepared for this final step, if any.
 
     cudafe++ names the anonymous namespaces of torch's headers after the
@@ -224,7 +224,6 @@ def _pch_module_id(final, gen_c):
     namespaces stay local to the extension either way; what the id names
     with process-wide linkage (unique symbols such as cuda::std's `ignore`)
     are stateless objects two extensions may share."""
-    folder = os.environ.get(PCH_MAKE_ENV) or os.environ.get(PCH_ENV)
     if not folder:
         return None
     try:
@@ -313,7 +312,9 @@ def run(real, stats, args):
             raise Plain("dry run failed")
         exports, host, device, final, after, depfile, id_file, gen_c = plan(
             dry.stderr.splitlines())
-        mid, shared = module_id(args, units[0]), _pch_module_id(final, gen_c)
+        making = os.environ.get(PCH_MAKE_ENV)
+        folder = making or os.environ.get(PCH_ENV)
+        mid, shared = module_id(args, units[0]), _pch_module_id(folder, final, gen_c)
         with open(id_file, "w", encoding="ascii") as f:
             f.write(shared or mid)
         head = "\n".join(exports) + "\nset -e\n"
@@ -321,8 +322,6 @@ def run(real, stats, args):
         rec = {"mode": "parallel", "unit": os.path.basename(units[0]),
                "plan_s": round(t1 - t0, 3)}
         rc = _chains(head, host, device, rec)
-        making = os.environ.get(PCH_MAKE_ENV)
-        folder = making or os.environ.get(PCH_ENV)
         if rc == 0 and folder:
             t2 = time.monotonic()
             notes = []

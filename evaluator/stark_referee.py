@@ -916,8 +916,10 @@ class Evaluation:
         earlier method."""
         w.chan.send(W.PING, b"", deadline)
         w.chan.recv({W.OK: 0}, deadline)
-        if not measure:
-            return 0
+        return self._round_trip(w, deadline) if measure else 0
+
+    def _round_trip(self, w, deadline):
+        """One no-op round trip in ns, less the worker's run-queue waits."""
         q0 = _runq_wait_ns(w.pid)
         t0 = time.perf_counter_ns()
         w.chan.send(W.PING, b"", deadline)
@@ -929,12 +931,7 @@ class Evaluation:
         def go():
             if not self.cuda:
                 self._settle(w, self.deadline)
-            q0 = _runq_wait_ns(w.pid)
-            t0 = time.perf_counter_ns()
-            w.chan.send(W.PING, b"", self.deadline)
-            w.chan.recv({W.OK: 0}, self.deadline)
-            t1 = time.perf_counter_ns()
-            return _unqueued(t1 - t0, q0, _runq_wait_ns(w.pid))
+            return self._round_trip(w, self.deadline)
         return self.talk(w, "a no-op round trip", go)
 
     def command(self, w, kind, args, what):
