@@ -52,7 +52,7 @@ PY_EXE := $(if $(PYTHON),$(shell $(PYTHON) scripts/pyflags.py --executable))
 
 # Modules: each folder builds one static library from its .c files; main.c
 # files are programs, not library members.
-MODULES := common proto sandbox store llm orchestrator report evaluator
+MODULES := common proto sandbox store llm search pool engine report cli evaluator
 src_of = $(filter-out $(1)/main.c,$(wildcard $(1)/*.c))
 obj_of = $(patsubst %.c,$(BUILD)/%.o,$(call src_of,$(1)))
 lib_of = $(BUILD)/lib$(1).a
@@ -62,18 +62,21 @@ LIB_proto := $(call lib_of,proto)
 LIB_sandbox := $(call lib_of,sandbox)
 LIB_store := $(call lib_of,store)
 LIB_llm := $(call lib_of,llm)
-LIB_orchestrator := $(call lib_of,orchestrator)
+LIB_search := $(call lib_of,search)
+LIB_pool := $(call lib_of,pool)
+LIB_engine := $(call lib_of,engine)
 LIB_report := $(call lib_of,report)
+LIB_cli := $(call lib_of,cli)
 LIB_evaluator := $(call lib_of,evaluator)
 
 # What each program links, in dependency order, and its foreign libraries.
-# report/ renders runs that orchestrator/ loads, and orchestrator/'s
-# commands call report/: the two archives are linked as a group.
-STARK_LIBS := $(LIB_orchestrator) $(LIB_report) $(LIB_store) $(LIB_llm) $(LIB_sandbox) \
-	$(LIB_proto) $(LIB_common)
+# report/ renders runs with cli/'s show.c, and cli/'s commands call
+# report/: the two archives are linked as a group.
+STARK_LIBS := $(LIB_cli) $(LIB_report) $(LIB_engine) $(LIB_pool) $(LIB_search) $(LIB_store) \
+	$(LIB_llm) $(LIB_sandbox) $(LIB_proto) $(LIB_common)
 STARK_EXT := $(LMDB_LIBS) $(CURL_LIBS) $(JSON_LIBS) $(SECCOMP_LIBS) $(MSGPACK_LIBS) -lm
-# $^ with the orchestrator and report archives inside a link group.
-stark_link = $(patsubst $(LIB_orchestrator),-Wl$(comma)--start-group $(LIB_orchestrator),$(patsubst \
+# $^ with the cli and report archives inside a link group.
+stark_link = $(patsubst $(LIB_cli),-Wl$(comma)--start-group $(LIB_cli),$(patsubst \
 	$(LIB_report),$(LIB_report) -Wl$(comma)--end-group,$(1)))
 comma := ,
 EVAL_LIBS := $(LIB_evaluator) $(LIB_sandbox) $(LIB_proto) $(LIB_common)
@@ -113,7 +116,7 @@ $(call lib_of,$(1)): $(call obj_of,$(1)) $(patsubst %.S,$(BUILD)/%.o,$(wildcard 
 endef
 $(foreach m,$(MODULES),$(eval $(call module_lib,$(m))))
 
-$(BUILD)/stark: $(BUILD)/orchestrator/main.o $(STARK_LIBS)
+$(BUILD)/stark: $(BUILD)/cli/main.o $(STARK_LIBS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(call stark_link,$^) $(STARK_EXT)
 
 $(BUILD)/stark-eval: $(BUILD)/evaluator/main.o $(EVAL_LIBS)
@@ -142,6 +145,11 @@ $(BUILD)/tests/test_store: tests/unit/test_store.c $(LIB_store) $(LIB_common) $(
 $(BUILD)/tests/store_%: tests/helpers/store_%.c $(LIB_store) $(LIB_common) $(STORE_TEST_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(LMDB_LIBS) -lm
+# search's tests and fuzzer link only search and common: the method needs
+# no store, no network and no evaluator, and the link proves it.
+$(BUILD)/tests/test_search: tests/unit/test_search.c $(LIB_search) $(LIB_common)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ -lm $(CHECK_LIBS)
 # sandbox's tests and helpers link only sandbox and common (same reason).
 $(BUILD)/tests/test_sandbox: tests/unit/test_sandbox.c $(LIB_sandbox) $(LIB_common)
 	@mkdir -p $(dir $@)
@@ -176,6 +184,9 @@ $(BUILD)/fuzz/fuzz_proto: tests/fuzz/fuzz_proto.c $(LIB_proto) $(LIB_common)
 $(BUILD)/fuzz/fuzz_llm: tests/fuzz/fuzz_llm.c $(LIB_llm) $(LIB_common)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $^ $(CURL_LIBS) $(JSON_LIBS) -lm
+$(BUILD)/fuzz/fuzz_anchor: tests/fuzz/fuzz_anchor.c $(LIB_search) $(LIB_common)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $^ -lm
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(STARK_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $(call stark_link,$^) $(STARK_EXT)

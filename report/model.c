@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orchestrator/show.h"
+#include "cli/show.h"
 #include "report/report_int.h"
 
 /* ---- helpers shared by report/ ---- */

@@ -16,9 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "orchestrator/journal.h"
-#include "orchestrator/provider.h"
-#include "orchestrator/run.h"
+#include "engine/journal.h"
+#include "engine/provider.h"
+#include "engine/run.h"
 #include "report/report.h"
 #include "report/report_int.h"
 

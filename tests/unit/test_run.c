@@ -36,11 +36,11 @@
 #include <unistd.h>
 
 #include "evaluator/evaluator.h"
-#include "orchestrator/evalrun.h"
-#include "orchestrator/evalrun_int.h"
-#include "orchestrator/journal.h"
-#include "orchestrator/provider.h"
-#include "orchestrator/run.h"
+#include "pool/evalrun.h"
+#include "pool/evalrun_int.h"
+#include "engine/journal.h"
+#include "engine/provider.h"
+#include "engine/run.h"
 
 #define PROBLEM                                                                                    \
 	"import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"                       \

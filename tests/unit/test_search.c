@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orchestrator/search.h"
+#include "search/search.h"
 
 #define ERRLEN 512
 

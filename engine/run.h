@@ -31,9 +31,9 @@
 #include <stdio.h>
 
 #include "common/common.h"
-#include "orchestrator/journal.h"
-#include "orchestrator/provider.h"
-#include "orchestrator/search.h"
+#include "engine/journal.h"
+#include "engine/provider.h"
+#include "search/search.h"
 #include "store/store.h"
 
 #define RUN_MEMO_MAX	     64		/* LLM requests in one attempt */

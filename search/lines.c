@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orchestrator/lines.h"
+#include "search/lines.h"
 
 static bool is_space(char c)
 {

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "orchestrator/search.h"
+#include "search/search.h"
 
 #define PROMPT_FILE_MAX (256u << 10)
 

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "orchestrator/journal.h"
-#include "orchestrator/provider.h"
+#include "engine/journal.h"
+#include "engine/provider.h"
 
 #define REPLAY_LINE_MAX (64u << 20)
 

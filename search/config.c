@@ -47,7 +47,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "orchestrator/search.h"
+#include "search/search.h"
 
 enum ctype {
 	CT_U32,

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "orchestrator/show.h"
+#include "cli/show.h"
 
 const char *show_policy_name(enum search_policy p)
 {

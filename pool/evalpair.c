@@ -19,8 +19,8 @@
 #include <sys/stat.h>
 
 #include "common/common.h"
-#include "orchestrator/evalrun.h"
-#include "orchestrator/evalrun_int.h"
+#include "pool/evalrun.h"
+#include "pool/evalrun_int.h"
 
 /* What the compile stage says about its builds, kept for the result. */
 static const char *const build_keys[] = {"ext_built", "ext_build_ms", "ext_nvcc", "sandbox"};

@@ -11,7 +11,7 @@
 
 #include "common/common.h"
 #include "evaluator/evaluator.h"
-#include "orchestrator/evalrun.h"
+#include "pool/evalrun.h"
 
 /* evalrun.c: a private copy of the environment an evaluator gets (given,
  * or the allowlisted part of ours); NULL when out of memory. */

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "orchestrator/run.h"
+#include "engine/run.h"
 
 #define RUN_ERR_MAX 512
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orchestrator/provider.h"
+#include "engine/provider.h"
 
 #define STOP_POLL_MS   200
 #define HTTP_ROLES_MAX 8

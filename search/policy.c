@@ -37,7 +37,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "orchestrator/search.h"
+#include "search/search.h"
 
 /* ---- PRNG --------------------------------------------------------------- */
 

@@ -34,8 +34,8 @@
 
 #include "common/common.h"
 #include "evaluator/evaluator.h"
-#include "orchestrator/evalrun.h"
-#include "orchestrator/evalrun_int.h"
+#include "pool/evalrun.h"
+#include "pool/evalrun_int.h"
 
 extern char **environ;
 

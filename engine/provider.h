@@ -39,7 +39,7 @@
 
 #include "common/common.h"
 #include "llm/llm.h"
-#include "orchestrator/search.h"
+#include "search/search.h"
 #include "proto/proto.h"
 
 #define REPLAY_FILE_MAX (1ull << 30) /* bytes in a replay file */

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orchestrator/search.h"
+#include "search/search.h"
 
 struct search_tree {
 	struct tree_node *nodes;

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orchestrator/search.h"
+#include "search/search.h"
 
 #define REL_CHILD 1u
 #define REL_LEADER 2u

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
-#include "orchestrator/cli.h"
+#include "cli/cli.h"
 
 static const struct {
 	const char *name;

@@ -48,8 +48,8 @@
 
 #include "common/common.h"
 #include "evaluator/evaluator.h"
-#include "orchestrator/cli.h"
-#include "orchestrator/evalrun.h"
+#include "cli/cli.h"
+#include "pool/evalrun.h"
 
 #define HUMAN_LOG_LINES 60
 #define JSON_OUTPUT_TAIL 4096

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orchestrator/journal.h"
+#include "engine/journal.h"
 
 #define JR_DUMP_FLAGS (JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(17))
 

@@ -21,9 +21,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "orchestrator/cli.h"
-#include "orchestrator/run.h"
-#include "orchestrator/show.h"
+#include "cli/cli.h"
+#include "engine/run.h"
+#include "cli/show.h"
 #include "report/report.h"
 
 #define ERR_MAX 1024

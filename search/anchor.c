@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orchestrator/lines.h"
-#include "orchestrator/search.h"
+#include "search/lines.h"
+#include "search/search.h"
 
 #define ANCHOR_TEXT_MAX (2 * TREE_CODE_MAX) /* a plan or program we read */
 

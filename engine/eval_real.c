@@ -25,9 +25,9 @@
 #include <unistd.h>
 
 #include "evaluator/evaluator.h"
-#include "orchestrator/cli.h"
-#include "orchestrator/evalrun.h"
-#include "orchestrator/provider.h"
+#include "cli/cli.h"
+#include "pool/evalrun.h"
+#include "engine/provider.h"
 
 #define EVAL_POLL_MS 200
 

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orchestrator/run.h"
+#include "engine/run.h"
 
 static const char *const state_names[] = {"running", "interrupted", "finished", "failed"};
 
