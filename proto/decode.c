@@ -451,8 +451,8 @@ static int fill_strings(const struct proto_schema *sc, char *base)
 	return 0;
 }
 
-int proto_decode(const struct proto_schema *sc, const void *body, size_t len, void *obj, char *err,
-		 size_t errlen)
+static int decode(const struct proto_schema *sc, const void *body, size_t len, void *obj, char *err,
+		  size_t errlen)
 {
 	struct rd r = {body, len, NULL, err, errlen};
 	uint64_t n, seen = 0;
@@ -486,4 +486,28 @@ int proto_decode(const struct proto_schema *sc, const void *body, size_t len, vo
 		return fail(&r, ST_ENOMEM, "out of memory");
 	rc = proto_check_fields(sc, obj, err, errlen);
 	return rc ? ST_EPROTO : 0;
+}
+
+int proto_request_decode(const void *body, size_t len, struct proto_request *rq, char *err,
+			 size_t errlen)
+{
+	int rc;
+
+	proto_request_init(rq);
+	rc = decode(&proto_request_schema, body, len, rq, err, errlen);
+	if (rc)
+		proto_request_release(rq);
+	return rc;
+}
+
+int proto_result_decode(const void *body, size_t len, struct proto_result *rs, char *err,
+			size_t errlen)
+{
+	int rc;
+
+	proto_result_init(rs);
+	rc = decode(&proto_result_schema, body, len, rs, err, errlen);
+	if (rc)
+		proto_result_release(rs);
+	return rc;
 }

@@ -100,7 +100,7 @@ static int pack_value(msgpack_packer *pk, const struct proto_field *f, const cha
 	return -1;
 }
 
-int proto_encode(const struct proto_schema *sc, const void *obj, struct dbuf *out)
+static int encode(const struct proto_schema *sc, const void *obj, struct dbuf *out)
 {
 	static const unsigned char zero[PROTO_PREFIX_LEN];
 	struct sink sink = {out, 0};
@@ -132,4 +132,14 @@ out_undo:
 	out->len = start;
 	out->p[start] = '\0';
 	return sink.rc ? sink.rc : ST_EINVAL;
+}
+
+int proto_request_encode(const struct proto_request *rq, struct dbuf *out)
+{
+	return encode(&proto_request_schema, rq, out);
+}
+
+int proto_result_encode(const struct proto_result *rs, struct dbuf *out)
+{
+	return encode(&proto_result_schema, rs, out);
 }

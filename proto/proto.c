@@ -1,9 +1,11 @@
 /*
- * proto.c -- the public face of proto/: struct lifecycles, status names,
- * the capped setters the evaluator fills a result with, and the entry
- * points that bind the schema tables (schema.c) to the encoder (encode.c)
- * and the decoder (decode.c).  Also the small text helpers they share:
- * UTF-8 validation and repair, and quoting hostile text for messages.
+ * proto.c -- what every file of proto/ stands on: status names, the
+ * messages' defaults (init), the capped setters the evaluator fills a
+ * result with, and the small text helpers the schema, the encoder and the
+ * decoder share: UTF-8 validation and repair, and quoting hostile text for
+ * messages.  It calls nothing else of proto/: releasing and checking a
+ * message walk its schema table (schema.c), encoding and decoding are
+ * encode.c's and decode.c's.
  */
 #include <math.h>
 #include <stdio.h>
@@ -60,12 +62,6 @@ void proto_request_init(struct proto_request *rq)
 	rq->wall_ms = 600000;
 }
 
-void proto_request_release(struct proto_request *rq)
-{
-	proto_free_fields(&proto_request_schema, rq);
-	proto_request_init(rq);
-}
-
 void proto_result_init(struct proto_result *rs)
 {
 	memset(rs, 0, sizeof(*rs));
@@ -77,56 +73,6 @@ void proto_result_init(struct proto_result *rs)
 	rs->speedup = NAN;
 	for (size_t i = 0; i < ST_ARRAY_LEN(rs->stage_ms); i++)
 		rs->stage_ms[i] = NAN;
-}
-
-void proto_result_release(struct proto_result *rs)
-{
-	proto_free_fields(&proto_result_schema, rs);
-	proto_result_init(rs);
-}
-
-int proto_request_check(const struct proto_request *rq, char *err, size_t errlen)
-{
-	return proto_check_fields(&proto_request_schema, rq, err, errlen);
-}
-
-int proto_result_check(const struct proto_result *rs, char *err, size_t errlen)
-{
-	return proto_check_fields(&proto_result_schema, rs, err, errlen);
-}
-
-int proto_request_encode(const struct proto_request *rq, struct dbuf *out)
-{
-	return proto_encode(&proto_request_schema, rq, out);
-}
-
-int proto_result_encode(const struct proto_result *rs, struct dbuf *out)
-{
-	return proto_encode(&proto_result_schema, rs, out);
-}
-
-int proto_request_decode(const void *body, size_t len, struct proto_request *rq, char *err,
-			 size_t errlen)
-{
-	int rc;
-
-	proto_request_init(rq);
-	rc = proto_decode(&proto_request_schema, body, len, rq, err, errlen);
-	if (rc)
-		proto_request_release(rq);
-	return rc;
-}
-
-int proto_result_decode(const void *body, size_t len, struct proto_result *rs, char *err,
-			size_t errlen)
-{
-	int rc;
-
-	proto_result_init(rs);
-	rc = proto_decode(&proto_result_schema, body, len, rs, err, errlen);
-	if (rc)
-		proto_result_release(rs);
-	return rc;
 }
 
 /* Copies n bytes of s into a new NUL-terminated string made valid UTF-8. */

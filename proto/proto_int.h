@@ -65,12 +65,6 @@ void proto_utf8_sanitize(char *s, size_t n);
  * escaping the rest as \xNN, for error messages about hostile text. */
 void proto_quote(char *dst, size_t dstlen, const void *s, size_t n);
 
-/* encode.c */
-ST_WUR int proto_encode(const struct proto_schema *s, const void *obj, struct dbuf *out);
-/* decode.c */
-ST_WUR int proto_decode(const struct proto_schema *s, const void *body, size_t len, void *obj,
-			char *err, size_t errlen);
-
 static inline uint32_t proto_be32(const unsigned char *p)
 {
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];

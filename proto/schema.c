@@ -7,7 +7,9 @@
  * (encode.c) writes the rows in order, the decoder (decode.c) looks keys up
  * here, and proto_check_fields() applies the same caps and ranges on both
  * sides, so a struct that encodes always decodes and a schema change is a
- * one-line edit (plus a PROTO_VERSION bump).  Rules that relate two fields
+ * one-line edit (plus a PROTO_VERSION bump).  Releasing a message walks the
+ * same rows (proto_free_fields), and so does checking one
+ * (proto_request_check, proto_result_check).  Rules that relate two fields
  * live in the per-message check functions at the end.
  */
 #include <float.h>
@@ -289,6 +291,28 @@ void proto_free_fields(const struct proto_schema *s, void *obj)
 			break;
 		}
 	}
+}
+
+void proto_request_release(struct proto_request *rq)
+{
+	proto_free_fields(&proto_request_schema, rq);
+	proto_request_init(rq);
+}
+
+void proto_result_release(struct proto_result *rs)
+{
+	proto_free_fields(&proto_result_schema, rs);
+	proto_result_init(rs);
+}
+
+int proto_request_check(const struct proto_request *rq, char *err, size_t errlen)
+{
+	return proto_check_fields(&proto_request_schema, rq, err, errlen);
+}
+
+int proto_result_check(const struct proto_result *rs, char *err, size_t errlen)
+{
+	return proto_check_fields(&proto_result_schema, rs, err, errlen);
 }
 
 /* "cpu", "cuda" or "cuda:N" with 1 to 3 digits. */
