@@ -2,9 +2,10 @@
  * store_int.h -- what the files of store/ share, and the knobs its unit
  * tests reach.  Not for other modules.
  *
- * store.c checks arguments and guards the handle (pid, re-entry); lock.c
- * owns the per-run lock files; lmdb.c is the only file that speaks LMDB and
- * trusts its arguments to have been checked.
+ * store.c checks arguments and guards the handle (pid, re-entry); api.c
+ * holds the public calls on the folder, runs and journals; lock.c owns the
+ * per-run lock files; lmdb.c is the only file that speaks LMDB and trusts
+ * its arguments to have been checked.
  */
 #ifndef STARK_STORE_INT_H
 #define STARK_STORE_INT_H
@@ -34,6 +35,8 @@ struct store {
 /* store.c: checks every public entry makes, each describing what it refuses. */
 ST_WUR int store__guard(const struct store *st, const char *what);
 ST_WUR int store__check_id(const char *run_id);
+ST_WUR int store__check_meta(const char *run_id, const void *meta, size_t len);
+ST_WUR int store__check_events(const char *run_id, const struct store_event *ev, size_t n);
 
 /* lmdb.c: arguments are valid run ids and capped sizes. */
 ST_WUR int store__db_open(const char *dir, size_t mapsize, struct store_db **out);
