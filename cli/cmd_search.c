@@ -427,7 +427,7 @@ int cmd_run(int argc, char **argv)
 				return CLI_USAGE;
 			config = v;
 		}
-	if (config && search_config_load_file(&cfg, config, err, sizeof(err)))
+	if (config && run_config_load_file(&cfg, config, err, sizeof(err)))
 		return stark_error(CLI_USAGE, "%s", err);
 	for (int i = 1; i < argc; i++) {
 		const char *key = NULL;
@@ -554,7 +554,7 @@ static int resume_settings(struct run *r, const char *file, const char *const *s
 
 	if (!file && !n)
 		return CLI_OK;
-	if (file && search_config_load_file(&c, file, err, sizeof(err)))
+	if (file && run_config_load_file(&c, file, err, sizeof(err)))
 		return stark_error(CLI_USAGE, "resume: %s", err);
 	for (size_t i = 0; i < n; i++) {
 		const char *eq = strchr(sets[i], '=');

@@ -86,6 +86,10 @@ void stark_set_progname(const char *name);
 void stark_warn(const char *fmt, ...) ST_PRINTF(1, 2);
 /* Prints and returns rc, for `return stark_error(rc, ...)`. */
 int stark_error(int rc, const char *fmt, ...) ST_PRINTF(2, 3);
+/* Writes the message into err (nothing when err is NULL or errlen is 0,
+ * cut to errlen) and returns rc, for `return stark_errbuf(err, errlen, rc,
+ * ...)` in calls that hand their message to the caller. */
+int stark_errbuf(char *err, size_t errlen, int rc, const char *fmt, ...) ST_PRINTF(4, 5);
 /* Only in main() or in a child before exec. */
 ST_NORETURN void stark_die(const char *fmt, ...) ST_PRINTF(1, 2);
 

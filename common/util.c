@@ -78,6 +78,18 @@ int stark_error(int rc, const char *fmt, ...)
 	return rc;
 }
 
+int stark_errbuf(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
 void stark_die(const char *fmt, ...)
 {
 	va_list ap;

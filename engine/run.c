@@ -1415,9 +1415,9 @@ static int load_prompts(struct run *r, char *err, size_t errlen)
 		return ST_OK;
 	if (r->cfg.prompts_dir[0])
 		snprintf(dir, sizeof(dir), "%s", r->cfg.prompts_dir);
-	else if ((rc = prompt_default_dir(dir, sizeof(dir))))
+	else if ((rc = run_prompts_dir(dir, sizeof(dir))))
 		return rc;
-	rc = prompt_load(dir, run_format(r), &r->prompts, err, errlen);
+	rc = run_prompts_load(dir, run_format(r), &r->prompts, err, errlen);
 	if (!rc)
 		r->prompts_loaded = true;
 	return rc;

@@ -227,6 +227,29 @@ struct run_spend run_spend_total(const struct run *r);
 /* Default store folder: $STARK_STORE, else $XDG_DATA_HOME/stark, else ~/.local/share/stark. */
 ST_WUR int run_default_store(char *buf, size_t len);
 
+/*
+ * Where prompt templates are looked for when cfg->prompts_dir is empty:
+ * $STARK_PROMPTS, else ../prompts and ./prompts relative to the directory
+ * of /proc/self/exe, else ./prompts.  Written to buf (NUL-terminated);
+ * ST_ETOOBIG when it does not fit.
+ */
+ST_WUR int run_prompts_dir(char *buf, size_t len);
+/*
+ * Loads every template from dir (each capped at 256 KiB) into out, whose
+ * texts are then owned by the caller (prompt_release); the format document
+ * is format_NAME.txt for the candidate format "fast" or "kernelbench".  On
+ * failure out holds nothing and err names the file: ST_EINVAL (unknown
+ * format, a NUL byte), ST_ETOOBIG, or io_read_file()'s code.
+ */
+ST_WUR int run_prompts_load(const char *dir, const char *format, struct prompt_set *out,
+			    char *err, size_t errlen);
+/*
+ * Reads a configuration file (at most 1 MiB) and applies it on top of c
+ * (search_config_load_text(): all or nothing).  err names the file.
+ */
+ST_WUR int run_config_load_file(struct search_config *c, const char *path, char *err,
+				size_t errlen);
+
 /* Makes room in r->info for node id (new entries: no verdict yet). */
 ST_WUR int run_info_reserve(struct run *r, uint32_t id);
 

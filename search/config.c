@@ -451,27 +451,6 @@ int search_config_load_text(struct search_config *c, const char *name, const cha
 	return 0;
 }
 
-int search_config_load_file(struct search_config *c, const char *path, char *err, size_t errlen)
-{
-	struct dbuf b;
-	int rc;
-
-	dbuf_init(&b, 1u << 20);
-	rc = io_read_file(path, b.max, &b);
-	if (rc) {
-		set_err(err, errlen, rc, "%s: cannot read config: %s", path, stark_strerror(rc));
-		goto out;
-	}
-	if (memchr(dbuf_str(&b), '\0', b.len)) {
-		rc = set_err(err, errlen, ST_EINVAL, "%s: config contains a nul byte", path);
-		goto out;
-	}
-	rc = search_config_load_text(c, path, dbuf_str(&b), err, errlen);
-out:
-	dbuf_release(&b);
-	return rc;
-}
-
 static int dump_value(const struct ckey *k, const void *src, struct dbuf *out)
 {
 	uint32_t u = k->type == CT_U32 || k->type == CT_TOKEN_FIELD || k->type == CT_THINKING

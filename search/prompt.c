@@ -1,30 +1,28 @@
 /*
- * prompt.c -- the agents' prompts, from text templates in prompts/.
+ * prompt.c -- the agents' prompts, rendered from text templates.
  *
- * Templates are read at run time so they can be tuned without rebuilding
- * (the run journals the rendered prompts, so a run stays reproducible even
- * if the files change later).  Rendering is plain substitution of
+ * Templates are files in prompts/, read at run time by the engine
+ * (engine/inputs.c) so they can be tuned without rebuilding (the run
+ * journals the rendered prompts, so a run stays reproducible even if the
+ * files change later); here they are text already.  Rendering is plain substitution of
  * {{name}} placeholders; a placeholder that names no variable, or one that
  * has no value for the role being rendered, is an error rather than an
  * empty string, so a template mistake cannot silently starve an agent.
  * Text that is not `{{ name }}` with a lowercase name passes through as is.
  */
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "search/search.h"
-
-#define PROMPT_FILE_MAX (256u << 10)
 
 static const char *const file_names[PROMPT_COUNT] = {
     "system.txt", "plan.txt",	 "code.txt",  "debug.txt",
     "sample.txt", "reflect.txt", "retry.txt", "format_%s.txt",
 };
 
-/* retry.txt where a prompts folder has none (folders made before it existed). */
+/* retry.txt where a prompts folder has none (folders made before it existed):
+ * prompt_default_text(). */
 static const char retry_default[] =
     "Your previous answer was rejected by a mechanical check, so nothing of it was run:\n"
     "\n"
@@ -46,35 +44,21 @@ static int perr(char *err, size_t errlen, int rc, const char *fmt, ...)
 	return rc;
 }
 
-static bool has_templates(const char *dir)
+int prompt_file_name(enum prompt_file f, const char *format, char *buf, size_t len)
 {
-	char path[PATH_MAX];
+	int n;
 
-	if ((size_t)snprintf(path, sizeof(path), "%s/plan.txt", dir) >= sizeof(path))
-		return false;
-	return access(path, R_OK) == 0;
+	if ((unsigned)f >= PROMPT_COUNT || !len)
+		return ST_EINVAL;
+	if (f == PROMPT_FORMAT && strcmp(format, "fast") && strcmp(format, "kernelbench"))
+		return ST_EINVAL;
+	n = snprintf(buf, len, file_names[f], format);
+	return n < 0 || (size_t)n >= len ? ST_ETOOBIG : 0;
 }
 
-int prompt_default_dir(char *buf, size_t len)
+const char *prompt_default_text(enum prompt_file f)
 {
-	const char *env = getenv("STARK_PROMPTS");
-	char exe[PATH_MAX], *slash;
-	ssize_t n;
-
-	if (env && *env)
-		return (size_t)snprintf(buf, len, "%s", env) < len ? 0 : ST_ETOOBIG;
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = '\0';
-		slash = strrchr(exe, '/');
-		if (slash)
-			*slash = '\0';
-		if ((size_t)snprintf(buf, len, "%s/../prompts", exe) < len && has_templates(buf))
-			return 0;
-		if ((size_t)snprintf(buf, len, "%s/prompts", exe) < len && has_templates(buf))
-			return 0;
-	}
-	return (size_t)snprintf(buf, len, "prompts") < len ? 0 : ST_ETOOBIG;
+	return f == PROMPT_RETRY ? retry_default : NULL;
 }
 
 void prompt_release(struct prompt_set *p)
@@ -85,43 +69,6 @@ void prompt_release(struct prompt_set *p)
 		free(p->text[i]);
 		p->text[i] = NULL;
 	}
-}
-
-int prompt_load(const char *dir, const char *format, struct prompt_set *out, char *err,
-		size_t errlen)
-{
-	char path[PATH_MAX];
-	struct dbuf b;
-	int i, rc = 0;
-
-	memset(out, 0, sizeof(*out));
-	if (strcmp(format, "fast") && strcmp(format, "kernelbench"))
-		return perr(err, errlen, ST_EINVAL, "unknown candidate format '%s'", format);
-	for (i = 0; i < PROMPT_COUNT && !rc; i++) {
-		char name[64];
-
-		snprintf(name, sizeof(name), file_names[i], format);
-		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path))
-			return perr(err, errlen, ST_ETOOBIG, "prompts dir path is too long");
-		dbuf_init(&b, PROMPT_FILE_MAX);
-		rc = io_read_file(path, PROMPT_FILE_MAX, &b);
-		if (rc == ST_ENOENT && i == PROMPT_RETRY)
-			rc = dbuf_puts(&b, retry_default);
-		if (!rc && memchr(dbuf_str(&b), '\0', b.len))
-			rc = ST_EINVAL;
-		if (rc) {
-			perr(err, errlen, rc, "cannot load prompt template %s: %s", path,
-			     stark_strerror(rc));
-			dbuf_release(&b);
-			break;
-		}
-		out->text[i] = dbuf_detach(&b, NULL);
-		if (!out->text[i] && !(out->text[i] = strdup("")))
-			rc = ST_ENOMEM;
-	}
-	if (rc)
-		prompt_release(out);
-	return rc;
 }
 
 /* The value of placeholder name (n bytes); *known false for no such name. */

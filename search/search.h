@@ -283,7 +283,7 @@ struct search_config {
 	uint32_t nprices;
 	uint64_t max_total_tokens;	 /* max_total_tokens: 0 = no cap */
 	double max_dollars;		 /* max_dollars: 0 = no cap */
-	char prompts_dir[CONFIG_STR_MAX];/* prompts_dir: "" = prompt_default_dir() */
+	char prompts_dir[CONFIG_STR_MAX];/* prompts_dir: "" = run_prompts_dir() */
 };
 
 void search_config_defaults(struct search_config *c);
@@ -303,14 +303,12 @@ ST_WUR int search_config_set(struct search_config *c, const char *key, const cha
  */
 bool search_config_key_live(const char *key);
 /*
- * Applies a `key = value` file (# starts a comment line or a trailing
- * comment after whitespace; blank lines ignored) on top of c.  Errors name
- * the file, line and key ("cfg.txt:7: unknown key 'epsilon2'").  Files
- * over 1 MiB are refused.
+ * Applies the text of a `key = value` file (# starts a comment line or a
+ * trailing comment after whitespace; blank lines ignored) on top of c, all
+ * or nothing.  Errors name the file (name), line and key ("cfg.txt:7:
+ * unknown key 'epsilon2'").  The engine reads the file
+ * (run_config_load_file).
  */
-ST_WUR int search_config_load_file(struct search_config *c, const char *path, char *err,
-				   size_t errlen);
-/* Same, from text in memory; name is used in messages. */
 ST_WUR int search_config_load_text(struct search_config *c, const char *name, const char *text,
 				   char *err, size_t errlen);
 /*
@@ -552,13 +550,14 @@ size_t context_tokens(size_t bytes);
 /* ---- prompts (prompt.c) ------------------------------------------------ */
 
 /*
- * Templates are text files in a prompts directory, read at run time:
- * system.txt, plan.txt, code.txt, debug.txt, sample.txt, reflect.txt,
- * retry.txt (what a retry after a rejected answer says) and
- * format.txt (the candidate format's documentation, inserted as
- * {{format}}).  Placeholders are {{name}} with name one of problem, code,
- * context, instructions, feedback, format, plan, complaint; an unknown
- * name, or a known one with no value for this role, is an error.
+ * Templates are text files in a prompts directory, read at run time by the
+ * engine (run_prompts_load): system.txt, plan.txt, code.txt, debug.txt,
+ * sample.txt, reflect.txt, retry.txt (what a retry after a rejected answer
+ * says) and format_NAME.txt (the candidate format's documentation,
+ * inserted as {{format}}).  Placeholders are {{name}} with name one of
+ * problem, code, context, instructions, feedback, format, plan, complaint;
+ * an unknown name, or a known one with no value for this role, is an
+ * error.
  */
 enum prompt_file {
 	PROMPT_SYSTEM = 0,
@@ -572,21 +571,22 @@ enum prompt_file {
 	PROMPT_COUNT
 };
 
+/* The templates' text, NUL-terminated, one per enum prompt_file; filled
+ * by the engine, released by prompt_release(). */
 struct prompt_set {
 	char *text[PROMPT_COUNT]; /* owned */
 };
 
-/* Where templates are looked for when cfg->prompts_dir is empty:
- * $STARK_PROMPTS, else ../prompts and ./prompts relative to the directory
- * of /proc/self/exe, else ./prompts.  Written to buf (NUL-terminated). */
-ST_WUR int prompt_default_dir(char *buf, size_t len);
-/* Loads every template (each capped at 256 KiB); err names the file. */
 /*
- * Loads the templates from dir; the format document is format_NAME.txt for
- * the candidate format "fast" or "kernelbench".
+ * The file name of template f ("system.txt", "format_fast.txt") for the
+ * candidate format "fast" or "kernelbench", written to buf (NUL-terminated).
+ * ST_EINVAL for an unknown f or format, ST_ETOOBIG when buf is too short.
  */
-ST_WUR int prompt_load(const char *dir, const char *format, struct prompt_set *out, char *err,
-		       size_t errlen);
+ST_WUR int prompt_file_name(enum prompt_file f, const char *format, char *buf, size_t len);
+/* The built-in text of a template that a prompts folder may lack (retry.txt:
+ * folders made before it existed), or NULL for one it must have.  Static. */
+const char *prompt_default_text(enum prompt_file f);
+/* Frees every text of p and sets it to NULL (p itself is the caller's). */
 void prompt_release(struct prompt_set *p);
 
 /* Values for placeholders; NULL = not available (using it is an error). */

@@ -516,6 +516,55 @@ START_TEST(replay_eval_rules)
 }
 END_TEST
 
+/* ---- inputs: templates and configuration files ---- */
+
+START_TEST(prompts_load)
+{
+	struct prompt_set p;
+	char path[PATH_MAX], err[256];
+
+	mkstore();
+	ck_assert_msg(run_prompts_load("prompts", "fast", &p, err, sizeof(err)) == 0, "%s", err);
+	for (int i = 0; i < PROMPT_COUNT; i++)
+		ck_assert_ptr_nonnull(p.text[i]);
+	ck_assert_ptr_nonnull(strstr(p.text[PROMPT_FORMAT], "stark_cuda"));
+	prompt_release(&p);
+	ck_assert_int_ne(run_prompts_load("/nonexistent-dir", "kernelbench", &p, err, sizeof(err)), 0);
+	ck_assert_ptr_nonnull(strstr(err, "/nonexistent-dir/system.txt"));
+	ck_assert_ptr_null(p.text[0]);
+	ck_assert_int_eq(run_prompts_load("prompts", "cuda", &p, err, sizeof(err)), ST_EINVAL);
+	ck_assert_str_eq(err, "unknown candidate format 'cuda'");
+	/* a folder with some templates: the first missing one is named, and
+	 * what was read is freed */
+	write_file("system.txt", "", path, sizeof(path));
+	ck_assert_int_ne(run_prompts_load(dir, "fast", &p, err, sizeof(err)), 0);
+	ck_assert_msg(strstr(err, "plan.txt"), "%s", err);
+	ck_assert_ptr_null(p.text[0]);
+	rmstore();
+}
+END_TEST
+
+START_TEST(config_file)
+{
+	struct search_config c;
+	char path[PATH_MAX], err[256];
+
+	mkstore();
+	search_config_defaults(&c);
+	ck_assert_int_ne(run_config_load_file(&c, "/nonexistent.cfg", err, sizeof(err)), 0);
+	ck_assert_msg(strstr(err, "/nonexistent.cfg: cannot read config"), "%s", err);
+	write_file("a.cfg", "budget = 7\nepsilon = 0.5 # explore more\n", path, sizeof(path));
+	ck_assert_msg(run_config_load_file(&c, path, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(c.budget, 7);
+	ck_assert(c.epsilon == 0.5);
+	write_file("b.cfg", "budget = 9\nepsilon2 = 1\n", path, sizeof(path));
+	ck_assert_int_ne(run_config_load_file(&c, path, err, sizeof(err)), 0);
+	ck_assert_msg(strstr(err, "b.cfg:2:"), "%s", err);
+	ck_assert_uint_eq(c.budget, 7); /* all or nothing */
+	rmstore();
+}
+END_TEST
+
 /* ---- the run driver ---- */
 
 START_TEST(run_finishes_and_reloads)
@@ -1712,6 +1761,8 @@ static Suite *run_suite(void)
 	tcase_add_test(j, journal_hash);
 	tcase_add_test(p, replay_llm_rules);
 	tcase_add_test(p, replay_eval_rules);
+	tcase_add_test(p, prompts_load);
+	tcase_add_test(p, config_file);
 	tcase_set_timeout(d, 120);
 	tcase_add_test(d, run_finishes_and_reloads);
 	tcase_add_test(d, resume_from_every_prefix);

@@ -1,11 +1,14 @@
 /*
- * test_search.c -- unit tests for the search core (orchestrator/search.h)
+ * test_search.c -- unit tests for the search method (search/search.h)
  * over synthetic trees: the tree's structure, the seeded RNG, the stark
  * policy (root throttling, dead-branch pruning, leaf-biased exploration,
  * exploitation of the leader, debug routing) and the two baselines, the
  * context windows (exactly the nodes the paper names, deterministic
  * truncation), grounded-instruction anchors (parse, grounding, code
- * verification), prompt rendering and the configuration.
+ * verification), prompt rendering and the configuration.  The binary links
+ * search/ and common/ alone: the method needs no store, network, clock or
+ * process, and the templates it renders are read here, as the engine reads
+ * them.
  */
 #include <check.h>
 #include <dirent.h>
@@ -1377,6 +1380,41 @@ START_TEST(t_prompt_render)
 }
 END_TEST
 
+/* The shipped templates for format, read as the engine reads them. */
+static void load_templates(const char *dir, const char *format, struct prompt_set *p)
+{
+	char name[64], path[512];
+	struct dbuf b;
+
+	memset(p, 0, sizeof(*p));
+	for (int i = 0; i < PROMPT_COUNT; i++) {
+		ck_assert_int_eq(prompt_file_name((enum prompt_file)i, format, name, sizeof(name)), 0);
+		snprintf(path, sizeof(path), "%s/%s", dir, name);
+		dbuf_init(&b, 256u << 10);
+		ck_assert_msg(io_read_file(path, b.max, &b) == 0, "cannot read %s", path);
+		p->text[i] = dbuf_detach(&b, NULL);
+		ck_assert_ptr_nonnull(p->text[i]);
+	}
+}
+
+START_TEST(t_prompt_file_names)
+{
+	char buf[64];
+
+	ck_assert_int_eq(prompt_file_name(PROMPT_SYSTEM, "fast", buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "system.txt");
+	ck_assert_int_eq(prompt_file_name(PROMPT_REFLECT, "kernelbench", buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "reflect.txt");
+	ck_assert_int_eq(prompt_file_name(PROMPT_FORMAT, "fast", buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "format_fast.txt");
+	ck_assert_int_eq(prompt_file_name(PROMPT_FORMAT, "kernelbench", buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "format_kernelbench.txt");
+	ck_assert_int_eq(prompt_file_name(PROMPT_FORMAT, "cuda", buf, sizeof(buf)), ST_EINVAL);
+	ck_assert_int_eq(prompt_file_name(PROMPT_COUNT, "fast", buf, sizeof(buf)), ST_EINVAL);
+	ck_assert_int_eq(prompt_file_name(PROMPT_FORMAT, "fast", buf, 8), ST_ETOOBIG);
+}
+END_TEST
+
 START_TEST(t_prompt_build_all_roles)
 {
 	struct search_tree *t = mk_family();
@@ -1389,7 +1427,7 @@ START_TEST(t_prompt_build_all_roles)
 	char err[ERRLEN];
 	int role;
 
-	ck_assert_msg(prompt_load("prompts", "kernelbench", &p, err, sizeof(err)) == 0, "%s", err);
+	load_templates("prompts", "kernelbench", &p);
 	context_init(&w);
 	scaffold_init(&s);
 	dbuf_init(&sys, PROMPT_MAX);
@@ -1437,17 +1475,6 @@ START_TEST(t_prompt_build_all_roles)
 	context_release(&w);
 	prompt_release(&p);
 	tree_free(t);
-}
-END_TEST
-
-START_TEST(t_prompt_load_missing)
-{
-	struct prompt_set p;
-	char err[ERRLEN];
-
-	ck_assert_int_ne(prompt_load("/nonexistent-dir", "kernelbench", &p, err, sizeof(err)), 0);
-	ck_assert_ptr_nonnull(strstr(err, "/nonexistent-dir/system.txt"));
-	ck_assert_ptr_null(p.text[0]);
 }
 END_TEST
 
@@ -1640,8 +1667,6 @@ START_TEST(t_config_errors)
 	ck_assert_int_eq(search_config_set(&c, "root_cap", "abc", err, sizeof(err)), ST_EINVAL);
 	ck_assert_int_eq(search_config_set(&c, "policy", "greedy", err, sizeof(err)), ST_EINVAL);
 	ck_assert_int_eq(search_config_set(&c, "leaders", "3", err, sizeof(err)), 0);
-	ck_assert_int_ne(search_config_load_file(&c, "/nonexistent.cfg", err, sizeof(err)), 0);
-	ck_assert_msg(strstr(err, "/nonexistent.cfg: cannot read config"), "%s", err);
 	c.epsilon = 2.0;
 	ck_assert_int_eq(search_config_check(&c, err, sizeof(err)), ST_EINVAL);
 	ck_assert_msg(strstr(err, "'epsilon'"), "%s", err);
@@ -1691,7 +1716,7 @@ static Suite *search_suite(void)
 	tcase_add_test(anc, t_slip_corpus);
 	tcase_add_test(pr, t_prompt_render);
 	tcase_add_test(pr, t_prompt_build_all_roles);
-	tcase_add_test(pr, t_prompt_load_missing);
+	tcase_add_test(pr, t_prompt_file_names);
 	tcase_add_test(cfg, t_config_defaults);
 	tcase_add_test(cfg, t_config_parse);
 	tcase_add_test(cfg, t_config_errors);

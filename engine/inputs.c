@@ -1,0 +1,106 @@
+/*
+ * inputs.c -- what a run reads from files besides its problem: the agents'
+ * prompt templates (and where they are found) and a configuration file.
+ * The search method (search/) is handed their text and never touches a
+ * file itself.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/run.h"
+
+#define PROMPT_FILE_MAX (256u << 10) /* bytes of one template */
+#define CONFIG_FILE_MAX (1u << 20)   /* bytes of a configuration file */
+
+static bool has_templates(const char *dir)
+{
+	char path[PATH_MAX];
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/plan.txt", dir) >= sizeof(path))
+		return false;
+	return access(path, R_OK) == 0;
+}
+
+int run_prompts_dir(char *buf, size_t len)
+{
+	const char *env = getenv("STARK_PROMPTS");
+	char exe[PATH_MAX], *slash;
+	ssize_t n;
+
+	if (env && *env)
+		return (size_t)snprintf(buf, len, "%s", env) < len ? 0 : ST_ETOOBIG;
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		slash = strrchr(exe, '/');
+		if (slash)
+			*slash = '\0';
+		if ((size_t)snprintf(buf, len, "%s/../prompts", exe) < len && has_templates(buf))
+			return 0;
+		if ((size_t)snprintf(buf, len, "%s/prompts", exe) < len && has_templates(buf))
+			return 0;
+	}
+	return (size_t)snprintf(buf, len, "prompts") < len ? 0 : ST_ETOOBIG;
+}
+
+int run_prompts_load(const char *dir, const char *format, struct prompt_set *out, char *err,
+		     size_t errlen)
+{
+	char path[PATH_MAX];
+	struct dbuf b;
+	int i, rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (strcmp(format, "fast") && strcmp(format, "kernelbench"))
+		return stark_errbuf(err, errlen, ST_EINVAL, "unknown candidate format '%s'", format);
+	for (i = 0; i < PROMPT_COUNT && !rc; i++) {
+		char name[64];
+
+		if (prompt_file_name((enum prompt_file)i, format, name, sizeof(name)))
+			return stark_errbuf(err, errlen, ST_EINVAL, "no template file for prompt %d", i);
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path))
+			return stark_errbuf(err, errlen, ST_ETOOBIG, "prompts dir path is too long");
+		dbuf_init(&b, PROMPT_FILE_MAX);
+		rc = io_read_file(path, PROMPT_FILE_MAX, &b);
+		if (rc == ST_ENOENT && prompt_default_text((enum prompt_file)i))
+			rc = dbuf_puts(&b, prompt_default_text((enum prompt_file)i));
+		if (!rc && memchr(dbuf_str(&b), '\0', b.len))
+			rc = ST_EINVAL;
+		if (rc) {
+			stark_errbuf(err, errlen, rc, "cannot load prompt template %s: %s", path,
+				     stark_strerror(rc));
+			dbuf_release(&b);
+			break;
+		}
+		out->text[i] = dbuf_detach(&b, NULL);
+		if (!out->text[i] && !(out->text[i] = strdup("")))
+			rc = ST_ENOMEM;
+	}
+	if (rc)
+		prompt_release(out);
+	return rc;
+}
+
+int run_config_load_file(struct search_config *c, const char *path, char *err, size_t errlen)
+{
+	struct dbuf b;
+	int rc;
+
+	dbuf_init(&b, CONFIG_FILE_MAX);
+	rc = io_read_file(path, b.max, &b);
+	if (rc) {
+		stark_errbuf(err, errlen, rc, "%s: cannot read config: %s", path, stark_strerror(rc));
+		goto out;
+	}
+	if (memchr(dbuf_str(&b), '\0', b.len)) {
+		rc = stark_errbuf(err, errlen, ST_EINVAL, "%s: config contains a nul byte", path);
+		goto out;
+	}
+	rc = search_config_load_text(c, path, dbuf_str(&b), err, errlen);
+out:
+	dbuf_release(&b);
+	return rc;
+}
