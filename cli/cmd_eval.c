@@ -3,13 +3,13 @@
  * `stark eval --batch FILE`: judge many, one JSON object per line.
  *
  * Builds a request from the two files and the options, hands it to a
- * stark-eval process through evalrun.h (stark itself never imports torch or
+ * stark-eval process through pool/pool.h (stark itself never imports torch or
  * runs the candidate), and prints the verdict: a short human report, or
  * with --json one JSON object on stdout whose names are a stable contract
  * (status, correct, runtime_us, ref_runtime_us, speedup, message, and the
  * other result fields; NaN numbers are null).
  *
- * The evaluator processes are forked by one zygote (evalrun.h), started
+ * The evaluator processes are forked by one zygote (pool/pool.h), started
  * once per `stark eval` and reused by every stage and every pair of a
  * batch, unless $STARK_ZYGOTE is 0 (then each is exec'd, as before).  With
  * --sandbox none the zygote is used as well: its children are then
@@ -49,7 +49,7 @@
 #include "common/common.h"
 #include "evaluator/evaluator.h"
 #include "cli/cli.h"
-#include "pool/evalrun.h"
+#include "pool/pool.h"
 
 #define HUMAN_LOG_LINES 60
 #define JSON_OUTPUT_TAIL 4096

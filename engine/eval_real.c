@@ -1,13 +1,13 @@
 /*
  * eval_real.c -- the real evaluation provider: `stark-eval` through
- * evalrun.h, exactly as `stark eval --stage auto` runs it (same request
+ * pool/pool.h, exactly as `stark eval --stage auto` runs it (same request
  * defaults, same build cache, same evaluator binary, same jails: a compile
  * stage in the compile jail when the candidate builds an extension, then a
  * run stage in the run jail; a candidate that builds nothing -- the fast
  * format, plain PyTorch -- goes straight to the run stage).  The result's
  * env says which ("stages").
  *
- * One zygote (evalrun.h) serves the whole run: started at the first
+ * One zygote (pool/pool.h) serves the whole run: started at the first
  * evaluation, restarted by the next one if it dies; $STARK_ZYGOTE=0 execs
  * every evaluator process instead.  A zygote that cannot be started is
  * reported once and the run goes on without one.
@@ -26,7 +26,7 @@
 
 #include "evaluator/evaluator.h"
 #include "cli/cli.h"
-#include "pool/evalrun.h"
+#include "pool/pool.h"
 #include "engine/provider.h"
 
 #define EVAL_POLL_MS 200
@@ -115,7 +115,7 @@ static int real_eval(struct eval_provider *p, const struct eval_job *job, struct
 		rc = ST_ECANCELED;
 		goto out;
 	}
-	/* A local failure while polling still ends in a result (see evalrun.h). */
+	/* A local failure while polling still ends in a result (see pool/pool.h). */
 	rc = evalrun_pair_finish(pair, out, NULL);
 out:
 	evalrun_pair_free(pair);

@@ -1,6 +1,6 @@
 /*
  * provider.c -- the real providers: LLM calls over HTTP through llm/, and
- * evaluations by `stark-eval` through evalrun.h.
+ * evaluations by `stark-eval` through pool/pool.h.
  *
  * The run loop is sequential, so a call here submits one request and polls
  * until its reply arrives, checking the stop flag between polls (a poll

@@ -7,7 +7,7 @@
  *
  *   LLM   real   -- llm/ over HTTP (openai:URL, anthropic:URL)
  *         replay -- replay:FILE, recorded replies, no network
- *   eval  real   -- `stark-eval` through orchestrator/evalrun.h (default)
+ *   eval  real   -- `stark-eval` through pool/pool.h (default)
  *         replay -- replay:FILE, recorded results (tests, ablations)
  *
  * Replay files are JSON Lines.  `stark export RUN --responses` and

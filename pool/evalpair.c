@@ -1,8 +1,9 @@
 /*
  * evalpair.c -- a candidate's whole evaluation: one process, or a compile
  * stage and then a run stage (separate processes in separate jails, sharing
- * the build cache), poll-driven so a caller can keep several in flight.
- * Also the files an evaluation starts from: the sources, the build cache.
+ * the build cache), poll-driven so a caller can keep several in flight;
+ * and the blocking forms for callers that wait for one (evalrun_one,
+ * evalrun_split).
  *
  * The run stage starts only when the compile stage says "compiled"; the
  * result is then the run stage's, with what the compile stage knows about
@@ -12,15 +13,13 @@
  * fast format compiles its kernels with NVRTC there, a library call that
  * the run jail allows, and a pure PyTorch candidate has nothing to build.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "common/common.h"
-#include "pool/evalrun.h"
-#include "pool/evalrun_int.h"
+#include "pool/pool.h"
+#include "pool/pool_int.h"
 
 /* What the compile stage says about its builds, kept for the result. */
 static const char *const build_keys[] = {"ext_built", "ext_build_ms", "ext_nvcc", "sandbox"};
@@ -149,7 +148,7 @@ int evalrun_pair_poll(struct evalrun_pair *p, int timeout_ms)
 	rc = evalrun_poll(p->er, timeout_ms);
 	if (rc == 0)
 		return 0;
-	/* A local failure while polling still ends in a result (evalrun.h). */
+	/* A local failure while polling still ends in a result (pool/pool.h). */
 	rc = stage_done(p);
 	if (rc)
 		return rc;
@@ -228,96 +227,18 @@ int evalrun_split(const struct evalrun_opts *compile_opts, const struct evalrun_
 	return prc < 0 ? prc : rc;
 }
 
-int evalrun_load_sources(struct proto_request *rq, const char *problem_path,
-			 const char *solution_path, char *err, size_t errlen)
+int evalrun_one(const struct evalrun_opts *o, const struct proto_request *rq,
+		struct proto_result *rs, struct evalrun_info *info)
 {
-	const char *paths[2] = {problem_path, solution_path};
-	const char *what[2] = {"problem", "solution"};
-	struct dbuf src[2];
-	int rc = 0;
+	struct evalrun *er;
+	int rc;
 
-	dbuf_init(&src[0], PROTO_SRC_MAX);
-	dbuf_init(&src[1], PROTO_SRC_MAX);
-	for (int i = 0; i < 2 && !rc; i++) {
-		rc = io_read_file(paths[i], PROTO_SRC_MAX, &src[i]);
-		if (rc == ST_ENOENT)
-			snprintf(err, errlen, "%s file '%s' does not exist", what[i], paths[i]);
-		else if (rc == ST_ETOOBIG)
-			snprintf(err, errlen, "%s file '%s' is larger than %u bytes", what[i],
-				 paths[i], PROTO_SRC_MAX);
-		else if (rc)
-			snprintf(err, errlen, "%s file '%s' cannot be read: %s", what[i], paths[i],
-				 strerror(errno));
-		else if (src[i].len == 0) {
-			snprintf(err, errlen, "%s file '%s' is empty", what[i], paths[i]);
-			rc = ST_EINVAL;
-		}
-	}
+	rc = evalrun_start(o, rq, &er);
 	if (rc)
-		goto out_free;
-	free(rq->problem_name);
-	free(rq->solution_name);
-	free(rq->problem_src);
-	free(rq->solution_src);
-	rq->problem_name = str_dup(problem_path);
-	rq->solution_name = str_dup(solution_path);
-	rq->problem_src = dbuf_detach(&src[0], &rq->problem_len);
-	rq->solution_src = dbuf_detach(&src[1], &rq->solution_len);
-	if (!rq->problem_name || !rq->solution_name) {
-		snprintf(err, errlen, "out of memory");
-		rc = ST_ENOMEM;
-	}
-out_free:
-	dbuf_release(&src[0]);
-	dbuf_release(&src[1]);
+		return rc;
+	while ((rc = evalrun_poll(er, -1)) == 0)
+		;
+	rc = evalrun_finish(er, rs, info);
+	evalrun_free(er);
 	return rc;
-}
-
-/* mkdir -p for a path we own, mode 0700 for what we create. */
-static int make_dirs(char *path)
-{
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(path, 0700) < 0 && errno != EEXIST) {
-			*p = '/';
-			return -1;
-		}
-		*p = '/';
-	}
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
-		return -1;
-	return 0;
-}
-
-int evalrun_default_cache(char *buf, size_t len, char *err, size_t errlen)
-{
-	const char *env = getenv("STARK_CACHE"), *xdg = getenv("XDG_CACHE_HOME");
-	const char *home = getenv("HOME");
-	int n;
-
-	if (env && *env)
-		n = snprintf(buf, len, "%s", env);
-	else if (xdg && *xdg)
-		n = snprintf(buf, len, "%s/stark", xdg);
-	else if (home && *home)
-		n = snprintf(buf, len, "%s/.cache/stark", home);
-	else {
-		snprintf(err, errlen, "no build cache: set STARK_CACHE or HOME");
-		return ST_EINVAL;
-	}
-	if (n < 0 || (size_t)n >= len || n >= PROTO_PATH_MAX) {
-		snprintf(err, errlen, "build cache path is too long");
-		return ST_EINVAL;
-	}
-	if (buf[0] != '/') {
-		snprintf(err, errlen, "build cache '%s' is not an absolute path", buf);
-		return ST_EINVAL;
-	}
-	if (make_dirs(buf) < 0) {
-		snprintf(err, errlen, "cannot create build cache '%s': %s", buf, strerror(errno));
-		return ST_EIO;
-	}
-	return 0;
 }

@@ -1,22 +1,21 @@
 /*
- * evalrun.c -- one evaluation in a stark-eval process, driven by poll.
+ * evalrun.c -- one evaluator process, driven by poll: started, fed its
+ * request, its output taken, its deadline kept, its end seen.
  *
  * The orchestrator's side of evaluator/evaluator.h: four pipes (request,
  * stdout, stderr, result), a sandboxed child, a loop that writes the request
  * without blocking, reads stdout/stderr into capped buffers and discards the
  * excess, feeds fd 3 to the framer (capped at EVALRUN_RESULT_MAX; a second
  * frame or trailing bytes are a protocol violation), and waits for the child
- * under a deadline.  Nothing the evaluator sends is trusted: the result is
- * decoded strictly and must echo the request's id; everything else (no
- * frame, a bad frame, a signal, the deadline) is turned into a verdict here,
- * with the message saying which.
+ * under a deadline.  What the process sent and how it ended become the
+ * result in verdict.c.
  *
  * The child is either exec'd here (sandbox_spawn) or forked in its jail by
  * the evaluator's zygote (evalzyg.c): then the pipes go to the zygote with
  * the job, the end of the child is the monitor's report on a socket instead
  * of the sandbox's descriptor, and a kill is a byte on that socket.  Only
- * kill_tree() and reap() tell the two apart; everything the verdicts are
- * made from is the same.
+ * evalrun__kill_tree() and evalrun__reap() tell the two apart; everything
+ * the verdicts are made from is the same.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,261 +33,13 @@
 
 #include "common/common.h"
 #include "evaluator/evaluator.h"
-#include "pool/evalrun.h"
-#include "pool/evalrun_int.h"
-
-extern char **environ;
-
-enum { P_IN, P_OUT, P_ERR, P_RES, P_COUNT };
-
-#define CUDA_ARCH_WAIT_MS 10000u /* nvidia-smi's answer, at most */
-
-struct evalrun {
-	struct sandbox_child *child; /* exec'd: the jail; NULL with a zygote */
-	struct evalrun_zygote *zyg;  /* forked by this zygote, or NULL */
-	int rep;		     /* zygote: the report socket, -1 once closed */
-	bool kill_sent, zyg_lost;
-	char lost_why[256];	     /* zyg_lost: what happened */
-	struct evalrun_stage_info si;
-	int fd[P_COUNT];	/* our ends; -1 once closed */
-	struct dbuf req;	/* the encoded request frame */
-	size_t req_off;		/* bytes of it written */
-	struct dbuf out, err;	/* captured stdout/stderr (capped) */
-	uint64_t out_total, err_total;
-	struct proto_framer framer;
-	struct dbuf body;	/* the result frame's body, once complete */
-	bool have_frame;
-	char proto_err[256];	/* why the result channel is unusable, or "" */
-	bool ended, canceled, deadline_hit, local_fail;
-	struct sandbox_exit ex;
-	unsigned layers;
-	uint64_t start_ns, deadline_ns;
-	uint32_t wall_ms;
-	char *id;
-	char **env;		/* owned copy of the environment given */
-};
-
-static const char *const env_allow[] = {
-	"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TERM",
-	"CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "MAX_JOBS",
-	"CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST",
-	"NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "STARK_CUDA_ARCH", "STARK_NVCC",
-	"STARK_NVCC_PCH",
-	"OMP_NUM_THREADS", "MKL_NUM_THREADS",
-	"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
-};
-
-void evalrun_opts_init(struct evalrun_opts *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->sandbox = SANDBOX_NONE;
-	o->grace_ms = EVALRUN_GRACE_MS;
-	o->gpu_index = -1;
-	o->lock_fd = -1;
-}
-
-int evalrun_parse_caps(const char *text, int gpu_index, int *major, int *minor)
-{
-	const char *line = text;
-
-	while (line && *line) {
-		const char *nl = strchr(line, '\n');
-		char buf[64];
-		size_t len = nl ? (size_t)(nl - line) : strlen(line);
-		int idx, ma, mi, used = 0;
-
-		if (len < sizeof(buf)) {
-			memcpy(buf, line, len);
-			buf[len] = '\0';
-			if (sscanf(buf, " %d , %d.%d %n", &idx, &ma, &mi, &used) == 3 &&
-			    buf[used] == '\0' && idx == gpu_index && ma > 0 && ma < 100 &&
-			    mi >= 0 && mi < 10) {
-				*major = ma;
-				*minor = mi;
-				return 0;
-			}
-		}
-		line = nl ? nl + 1 : NULL;
-	}
-	return -1;
-}
-
-/*
- * Where $STARK_CUDA_ARCH is not set, sets it (and $TORCH_CUDA_ARCH_LIST
- * where that is not set) from nvidia-smi's compute capability of GPU
- * gpu_index: the compile jail sees no GPU, so NVRTC and load_inline must be
- * told the target there.  Where only $STARK_CUDA_ARCH is set (sm_90),
- * $TORCH_CUDA_ARCH_LIST follows it (9.0).  Once per process; quiet where
- * nvidia-smi is missing or slow (the compile stage then says what to set).
- */
-static void cuda_arch_env(int gpu_index)
-{
-	static bool tried;
-	char a0[] = "nvidia-smi", a1[] = "--query-gpu=index,compute_cap", a2[] = "--format=csv,noheader";
-	char *argv[] = {a0, a1, a2, NULL};
-	char out[4096], list[16], arch[16];
-	const char *given = getenv("STARK_CUDA_ARCH");
-	posix_spawn_file_actions_t fa;
-	int fds[2], status, major, minor, used = 0;
-	size_t got = 0;
-	pid_t pid = -1;
-	uint64_t end;
-
-	if (tried)
-		return;
-	tried = true;
-	if (given) {
-		if (!getenv("TORCH_CUDA_ARCH_LIST") &&
-		    sscanf(given, "sm_%d%n", &major, &used) == 1 && given[used] == '\0' &&
-		    major >= 10 && major < 1000) {
-			snprintf(list, sizeof(list), "%d.%d", major / 10, major % 10);
-			setenv("TORCH_CUDA_ARCH_LIST", list, 0);
-		}
-		return;
-	}
-	if (pipe2(fds, O_CLOEXEC) < 0)
-		return;
-	if (posix_spawn_file_actions_init(&fa) == 0) {
-		if (posix_spawn_file_actions_adddup2(&fa, fds[1], 1) == 0 &&
-		    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0) == 0 &&
-		    posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ) != 0)
-			pid = -1;
-		posix_spawn_file_actions_destroy(&fa);
-	}
-	close(fds[1]);
-	end = clock_mono_ns() + CUDA_ARCH_WAIT_MS * 1000000ull;
-	while (pid > 0 && got < sizeof(out) - 1) {
-		struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
-		uint64_t now = clock_mono_ns();
-		ssize_t r;
-
-		if (now >= end || poll(&pfd, 1, (int)((end - now) / 1000000 + 1)) <= 0)
-			break;
-		r = read(fds[0], out + got, sizeof(out) - 1 - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	out[got] = '\0';
-	close(fds[0]);
-	if (pid <= 0)
-		return;
-	kill(pid, SIGKILL);	/* gone already, or hung: either way, reaped */
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (evalrun_parse_caps(out, gpu_index, &major, &minor))
-		return;
-	snprintf(arch, sizeof(arch), "sm_%d%d", major, minor);
-	snprintf(list, sizeof(list), "%d.%d", major, minor);
-	setenv("STARK_CUDA_ARCH", arch, 0);
-	setenv("TORCH_CUDA_ARCH_LIST", list, 0);
-}
-
-void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, const char *cache,
-		       const char *device, bool insecure, struct evalrun_binds *binds)
-{
-	const char *env = getenv("STARK_SANDBOX_BINDS");
-	const char *pch = getenv("STARK_NVCC_PCH");
-	char *save = NULL;
-	struct stat st;
-	size_t n = 1;
-
-	binds->compile[0] = (struct sandbox_bind){.src = cache, .writable = true};
-	binds->run[0] = (struct sandbox_bind){.src = cache, .writable = false};
-	snprintf(binds->extra, sizeof(binds->extra), "%s", env ? env : "");
-	for (char *p = strtok_r(binds->extra, ":", &save); p && n < EVALRUN_BINDS_MAX;
-	     p = strtok_r(NULL, ":", &save), n++)
-		binds->compile[n] = binds->run[n] = (struct sandbox_bind){.src = p};
-	compile->nbinds = n;
-	/* Prepared prefixes for stark_nvcc: read-only to the compile jail, so
-	 * that no candidate can change what later builds include. */
-	if (pch && pch[0] == '/' && n < EVALRUN_BINDS_MAX && stat(pch, &st) == 0 && S_ISDIR(st.st_mode))
-		binds->compile[compile->nbinds++] = (struct sandbox_bind){.src = pch};
-	compile->sandbox = SANDBOX_COMPILE;
-	run->sandbox = SANDBOX_RUN;
-	if (!compile->mem_bytes)
-		compile->mem_bytes = EVALRUN_COMPILE_MEM;
-	compile->binds = binds->compile;
-	run->binds = binds->run;
-	run->nbinds = n;
-	compile->insecure = run->insecure = insecure;
-	if (str_starts(device, "cuda")) {
-		run->gpu_index = device[4] == ':' ? atoi(device + 5) : 0;
-		cuda_arch_env(run->gpu_index);
-	}
-}
-
-bool evalrun_env_allowed(const char *name)
-{
-	for (size_t i = 0; i < ST_ARRAY_LEN(env_allow); i++)
-		if (!strcmp(name, env_allow[i]))
-			return true;
-	return false;
-}
-
-void evalrun_info_init(struct evalrun_info *info)
-{
-	memset(info, 0, sizeof(*info));
-}
-
-void evalrun_info_release(struct evalrun_info *info)
-{
-	free(info->out);
-	free(info->err);
-	evalrun_info_init(info);
-}
+#include "pool/pool_int.h"
 
 static void close_fd(int *fd)
 {
 	if (*fd >= 0)
 		close(*fd);
 	*fd = -1;
-}
-
-void evalrun_free_env(char **env)
-{
-	for (size_t i = 0; env && env[i]; i++)
-		free(env[i]);
-	free(env);
-}
-
-char **evalrun_copy_env(const char *const *given)
-{
-	size_t n = 0, k = 0;
-	char **env;
-
-	if (given)
-		while (given[n])
-			n++;
-	else
-		while (environ[n])
-			n++;
-	env = calloc(n + 1, sizeof(*env));
-	if (!env)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		const char *kv = given ? given[i] : environ[i];
-		const char *eq = strchr(kv, '=');
-		char name[128];
-
-		if (!given) {
-			if (!eq || (size_t)(eq - kv) >= sizeof(name))
-				continue;
-			memcpy(name, kv, (size_t)(eq - kv));
-			name[eq - kv] = '\0';
-			if (!evalrun_env_allowed(name))
-				continue;
-		}
-		env[k] = strdup(kv);
-		if (!env[k]) {
-			evalrun_free_env(env);
-			return NULL;
-		}
-		k++;
-	}
-	return env;
 }
 
 static int make_pipes(int fds[P_COUNT][2])
@@ -629,7 +380,7 @@ static void take_result_bytes(struct evalrun *er, const char *p, size_t n)
 }
 
 /* Reads what is available on one of our pipes; closes it at EOF. */
-static void read_pipe(struct evalrun *er, int which)
+void evalrun__read_pipe(struct evalrun *er, int which)
 {
 	char buf[65536];
 
@@ -662,13 +413,13 @@ static void drain_and_close(struct evalrun *er)
 {
 	for (int i = P_OUT; i < P_COUNT; i++)
 		if (er->fd[i] >= 0)
-			read_pipe(er, i);
+			evalrun__read_pipe(er, i);
 	for (int i = 0; i < P_COUNT; i++)
 		close_fd(&er->fd[i]);
 }
 
 /* Asks for the whole tree to be killed: the sandbox's, or the monitor's. */
-static void kill_tree(struct evalrun *er)
+void evalrun__kill_tree(struct evalrun *er)
 {
 	char k = EVAL_ZKILL;
 
@@ -690,7 +441,7 @@ static void lose(struct evalrun *er)
 }
 
 /*
- * reap() with a zygote: the monitor's ENDED report is the end.  Waiting
+ * evalrun__reap() with a zygote: the monitor's ENDED report is the end.  Waiting
  * without a limit (timeout_ms < 0, always after a kill was asked) waits at
  * most EVALRUN_ZYGOTE_ANSWER_MS: a zygote that does not answer by then is
  * killed, which takes the evaluation's tree with it.
@@ -740,7 +491,7 @@ static void reap_zygote(struct evalrun *er, int timeout_ms)
 			break;
 		}
 		if (poll(&pf, 1, (int)((until - now + 999999) / 1000000)) < 0 && errno != EINTR) {
-			kill_tree(er);
+			evalrun__kill_tree(er);
 			timeout_ms = -1;
 		}
 	}
@@ -749,7 +500,7 @@ static void reap_zygote(struct evalrun *er, int timeout_ms)
 	drain_and_close(er);
 }
 
-static void reap(struct evalrun *er, int timeout_ms)
+void evalrun__reap(struct evalrun *er, int timeout_ms)
 {
 	int rc;
 
@@ -795,20 +546,20 @@ int evalrun_poll(struct evalrun *er, int timeout_ms)
 		write_request(er);
 	for (int i = P_OUT; i < P_COUNT; i++)
 		if (er->fd[i] >= 0)
-			read_pipe(er, i);
+			evalrun__read_pipe(er, i);
 	if (er->proto_err[0]) {
 		/* The result channel is unusable: no point in waiting. */
-		kill_tree(er);
-		reap(er, -1);
+		evalrun__kill_tree(er);
+		evalrun__reap(er, -1);
 		return 1;
 	}
 	if (clock_mono_ns() >= er->deadline_ns) {
 		er->deadline_hit = true;
-		kill_tree(er);
-		reap(er, -1);
+		evalrun__kill_tree(er);
+		evalrun__reap(er, -1);
 		return 1;
 	}
-	reap(er, 0);
+	evalrun__reap(er, 0);
 	/* A zygote's evaluation sends its result before it waits for its
 	 * workers to end: the result is what we wait for. */
 	if (!er->ended && er->have_frame && !er->child)
@@ -821,173 +572,8 @@ void evalrun_cancel(struct evalrun *er)
 	if (er->ended)
 		return;
 	er->canceled = true;
-	kill_tree(er);
-	reap(er, -1);
-}
-
-static const char *signame(int sig)
-{
-	const char *s = sigabbrev_np(sig);
-
-	return s ? s : "?";
-}
-
-/* A result made here, from how the process ended. */
-static int synthesize(struct evalrun *er, struct proto_result *rs, const char *decode_err)
-{
-	const struct sandbox_exit *ex = &er->ex;
-	double wall_s = (double)(er->wall_ms) / 1000.0;
-	int rc;
-
-	proto_result_release(rs);
-	rs->id = str_dup(er->id);
-	if (!rs->id)
-		return ST_ENOMEM;
-	if (er->canceled) {
-		rs->status = PROTO_ST_ERROR;
-		return proto_result_set_message(rs, "the evaluation was canceled");
-	}
-	if (er->deadline_hit || ex->how == SANDBOX_DEADLINE) {
-		rs->status = PROTO_ST_TIMEOUT;
-		return proto_result_set_message(
-			rs, "the evaluator did not finish within its wall-clock limit of %.0f s (plus %.0f s grace); its process tree was killed",
-			wall_s, (double)(er->deadline_ns - er->start_ns) / 1e9 - wall_s);
-	}
-	if (er->zyg_lost) {
-		rs->status = PROTO_ST_ERROR;
-		rc = proto_result_set_message(rs, "the evaluation was lost: %s", er->lost_why);
-		if (!rc && er->err.len)
-			rc = proto_result_set_log(rs, er->err.p, er->err.len);
-		return rc;
-	}
-	if (decode_err) {
-		rs->status = PROTO_ST_CRASHED;
-		return proto_result_set_message(rs, "the evaluator sent a malformed result: %s",
-						decode_err);
-	}
-	switch (ex->how) {
-	case SANDBOX_SECCOMP:
-	case SANDBOX_OOM:
-	case SANDBOX_PIDS:
-	case SANDBOX_CPU:
-		rs->status = PROTO_ST_CRASHED;
-		rc = proto_result_set_message(rs, "the evaluator was %s",
-					      ex->why[0] ? ex->why : "stopped by the sandbox");
-		break;
-	case SANDBOX_SIGNALED:
-		rs->status = PROTO_ST_CRASHED;
-		rc = proto_result_set_message(rs, "the evaluator was killed by signal %d (SIG%s)%s%s",
-					      ex->sig, signame(ex->sig), ex->why[0] ? ": " : "",
-					      ex->why);
-		break;
-	default:
-		rs->status = PROTO_ST_ERROR;
-		rc = proto_result_set_message(
-			rs, "the evaluator exited with status %d without a result (its stderr is in the log)",
-			ex->code);
-		break;
-	}
-	if (!rc && er->err.len)
-		rc = proto_result_set_log(rs, er->err.p, er->err.len);
-	return rc;
-}
-
-/*
- * A worker the evaluator saw killed by SIGKILL may have been the kernel's
- * OOM victim: where the cgroup has no group kill (cgroup v1) the referee
- * survives and reports the bare signal before the jail's own account is
- * in.  That account is trusted and says more, so it is waited for (the
- * workers are already dead: a short wait) and, when the memory limit was
- * reached, the message says so.
- */
-#define OOM_ACCOUNT_WAIT_MS 5000
-static int oom_account(struct evalrun *er, struct proto_result *rs)
-{
-	char *seen;
-	int rc;
-
-	if (rs->status != PROTO_ST_CRASHED || !rs->message || !strstr(rs->message, "(SIGKILL)"))
-		return 0;
-	if (!er->ended)
-		reap(er, OOM_ACCOUNT_WAIT_MS);
-	if (!er->ended || er->ex.how != SANDBOX_OOM)
-		return 0;
-	seen = rs->message;
-	rs->message = NULL;
-	rc = proto_result_set_message(rs, "the jail's %s (the evaluator saw: %s)", er->ex.why, seen);
-	free(seen);
-	return rc;
-}
-
-int evalrun_finish(struct evalrun *er, struct proto_result *rs, struct evalrun_info *info)
-{
-	char derr[256] = "", layers[256];
-	const char *why = NULL;
-	bool valid;
-	int rc;
-
-	if (!er->ended && !(er->have_frame && !er->child))
-		evalrun_cancel(er);
-	if (er->proto_err[0]) {
-		why = er->proto_err;
-	} else if (er->have_frame && !er->deadline_hit) {
-		proto_result_release(rs);
-		rc = proto_result_decode(er->body.p, er->body.len, rs, derr, sizeof(derr));
-		if (rc == ST_ENOMEM)
-			return rc;
-		if (rc) {
-			why = derr;
-		} else if (strcmp(rs->id, er->id)) {
-			snprintf(derr, sizeof(derr), "its id \"%.64s\" is not the request's \"%.64s\"",
-				 rs->id, er->id);
-			why = derr;
-		}
-	} else if (proto_framer_partial(&er->framer) && !er->deadline_hit) {
-		why = "the result frame was cut short";
-	}
-	valid = er->have_frame && !why && !er->deadline_hit;
-	if (!valid && !er->ended) {
-		/* A bad frame from a process still running: its end says more. */
-		kill_tree(er);
-		reap(er, -1);
-	}
-	if (!er->ended) {
-		/* What it printed before its result. */
-		for (int i = P_OUT; i < P_RES; i++)
-			if (er->fd[i] >= 0)
-				read_pipe(er, i);
-	}
-	if (!valid) {
-		rc = synthesize(er, rs, why);
-		if (rc)
-			return rc;
-	} else {
-		rc = oom_account(er, rs);
-		if (rc)
-			return rc;
-	}
-	if (er->layers) {
-		sandbox_layers_str(er->layers, layers, sizeof(layers));
-		if (proto_result_add_env(rs, "sandbox", layers) == ST_ENOMEM)
-			return ST_ENOMEM; /* a full env only loses this note */
-	}
-	if (info) {
-		evalrun_info_release(info);
-		info->exit = er->ex;
-		info->ended = er->ended;
-		info->layers = er->layers;
-		info->got_result = valid;
-		info->out = dbuf_detach(&er->out, &info->out_len);
-		info->err = dbuf_detach(&er->err, &info->err_len);
-		info->out_total = er->out_total;
-		info->err_total = er->err_total;
-		info->wall_ns = er->ex.wall_ns ? er->ex.wall_ns : clock_mono_ns() - er->start_ns;
-		info->stage[0] = er->si;
-		info->stage[0].wall_ns = clock_mono_ns() - er->start_ns;
-		info->nstages = 1;
-		info->total_ns = info->stage[0].wall_ns;
-	}
-	return 0;
+	evalrun__kill_tree(er);
+	evalrun__reap(er, -1);
 }
 
 void evalrun_free(struct evalrun *er)
@@ -1006,8 +592,8 @@ void evalrun_free(struct evalrun *er)
 		    evz_park(er->zyg, er->rep))
 			er->rep = -1; /* its end is the zygote's to see */
 		else {
-			kill_tree(er);
-			reap(er, -1);
+			evalrun__kill_tree(er);
+			evalrun__reap(er, -1);
 		}
 	}
 	close_fd(&er->rep);
@@ -1022,20 +608,3 @@ void evalrun_free(struct evalrun *er)
 	evalrun_free_env(er->env);
 	free(er);
 }
-
-int evalrun_one(const struct evalrun_opts *o, const struct proto_request *rq,
-		struct proto_result *rs, struct evalrun_info *info)
-{
-	struct evalrun *er;
-	int rc;
-
-	rc = evalrun_start(o, rq, &er);
-	if (rc)
-		return rc;
-	while ((rc = evalrun_poll(er, -1)) == 0)
-		;
-	rc = evalrun_finish(er, rs, info);
-	evalrun_free(er);
-	return rc;
-}
-

@@ -24,8 +24,8 @@
 
 #include "common/common.h"
 #include "evaluator/evaluator.h"
-#include "pool/evalrun.h"
-#include "pool/evalrun_int.h"
+#include "pool/pool.h"
+#include "pool/pool_int.h"
 #include "sandbox/sandbox.h"
 
 struct evalrun_zygote {

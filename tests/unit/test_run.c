@@ -13,7 +13,7 @@
  * failures, and the metadata `stark list` reads.
  *
  * The "evalrun" case drives evaluations through the evaluator's zygote
- * (evalrun.h), with the real stark-eval beside this test's folder: the
+ * (pool/pool.h), with the real stark-eval beside this test's folder: the
  * zygote's checks of what it receives, an evaluation lost with its zygote
  * and the restart, the deadline's kill through the report socket, cancel.
  * They are skipped where that stark-eval or an interpreter with torch is
@@ -36,8 +36,8 @@
 #include <unistd.h>
 
 #include "evaluator/evaluator.h"
-#include "pool/evalrun.h"
-#include "pool/evalrun_int.h"
+#include "pool/pool.h"
+#include "pool/pool_int.h"
 #include "engine/journal.h"
 #include "engine/provider.h"
 #include "engine/run.h"

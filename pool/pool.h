@@ -1,6 +1,8 @@
 /*
- * evalrun.h -- running one evaluation in a stark-eval process (internal to
- * orchestrator/; `stark eval` and the search both use it).
+ * pool.h -- evaluations: running candidates in stark-eval processes.  The
+ * public header of pool/; its names start with evalrun_ (EVALRUN_ for
+ * constants).  `stark eval` (cli/) and the engine's evaluation provider
+ * (engine/eval_real.c) use it; a remote worker would stand beside it.
  *
  * An evaluation is one stark-eval process started through sandbox_spawn()
  * with pipes on fds 0-3 (see evaluator/evaluator.h): the request frame is
@@ -37,11 +39,24 @@
  * that dies ends its evaluations in flight as "error" (the message says
  * so), and the next evalrun_start() restarts it.
  *
+ * Files: setup.c (options, jails, environment, sources, build cache),
+ * evalzyg.c (the zygote), evalrun.c (one process: start, I/O, deadline,
+ * end), verdict.c (its result), evalpair.c (a candidate's stages, and the
+ * blocking forms).  Their shared internals are in pool_int.h.
+ *
+ * Errors: a call that can fail returns 0 or a negative ST_E* code
+ * (common.h) and prints what failed on stderr, unless it says it writes its
+ * message to an err buffer.  A verdict on the candidate is never an error
+ * of the call: it is the result's status.  Ownership: handles returned
+ * through an out parameter belong to the caller until the matching _free;
+ * everything passed in is borrowed for the call alone unless a call says
+ * otherwise.
+ *
  * The calling process must ignore SIGPIPE (stark's main does): a write to an
  * evaluator that died must fail with EPIPE, not kill us.
  */
-#ifndef STARK_EVALRUN_H
-#define STARK_EVALRUN_H
+#ifndef STARK_POOL_H
+#define STARK_POOL_H
 
 #include <poll.h>
 #include <stdbool.h>
@@ -89,6 +104,7 @@ struct evalrun_opts {
 					     (EVAL_FD_LOCK); -1: none [-1] */
 };
 
+/* Sets every field of o to its default (in brackets above). */
 void evalrun_opts_init(struct evalrun_opts *o);
 
 /* Storage for the binds of evalrun_jail_opts(); must outlive the opts. */
@@ -107,6 +123,9 @@ struct evalrun_binds {
  * $STARK_NVCC_PCH (an absolute path to a folder) is bound read-only into
  * the compile jail.
  * insecure: run with the layers this machine has when some are missing.
+ * The opts borrow binds (which must outlive them) and the cache string.
+ * Cannot fail; where nvidia-smi is missing the CUDA variables stay unset
+ * (the compile stage then says what to set).
  */
 void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, const char *cache,
 		       const char *device, bool insecure, struct evalrun_binds *binds);
@@ -123,7 +142,7 @@ int evalrun_parse_caps(const char *text, int gpu_index, int *major, int *minor);
 
 /* True when an environment variable name may be passed to an evaluator by
  * default (PATH, LANG, the compiler, CUDA and sanitizer settings; never
- * secrets such as API keys). */
+ * secrets such as API keys).  Pure. */
 bool evalrun_env_allowed(const char *name);
 
 /*
@@ -138,6 +157,8 @@ bool evalrun_env_allowed(const char *name);
  */
 ST_WUR int evalrun_zygote_start(const char *evaluator, const char *const *env,
 				struct evalrun_zygote **out);
+/* Waits for jails still ending (evalrun_zygote_settle), then kills the
+ * zygote and frees z; NULL is a no-op. */
 void evalrun_zygote_free(struct evalrun_zygote *z);
 /*
  * An evaluation's result is taken as soon as its frame is complete; its
@@ -160,6 +181,7 @@ struct evalrun_zygote_stats {
 	uint64_t prewarm_ns; /* and stark_referee.prewarm() */
 	unsigned threads;    /* threads the zygote runs once ready */
 };
+/* Copies z's figures into out; cannot fail. */
 void evalrun_zygote_stats(const struct evalrun_zygote *z, struct evalrun_zygote_stats *out);
 
 /* How one process (one stage) of an evaluation started and ran. */
@@ -195,18 +217,22 @@ struct evalrun_info {
 	uint64_t total_ns;	  /* request to result, every stage included */
 };
 
+/* An empty info (no output held); release frees the captured output and
+ * empties it again.  Neither can fail. */
 void evalrun_info_init(struct evalrun_info *info);
 void evalrun_info_release(struct evalrun_info *info);
 
 struct evalrun; /* one evaluation in flight (opaque) */
 
 /*
- * Encodes rq (borrowed; proto_request_check() must pass), starts the
- * evaluator and returns the handle in *out.  Returns 0, ST_EINVAL for a
- * request that does not encode (message printed), ST_EDENIED when the
- * sandbox lacks required layers, ST_ESYS or ST_ENOMEM.  With o->zygote,
- * a zygote that died or stopped answering is restarted first, and the call
- * returns once the evaluator runs in its jail.
+ * Encodes rq (borrowed for the call; proto_request_check() must pass),
+ * starts the evaluator and returns the handle in *out, owned by the caller
+ * (evalrun_free); o is borrowed for the call, o->zygote until the handle is
+ * freed.  Returns 0, ST_EINVAL for a request that does not encode (message
+ * printed), ST_EDENIED when the sandbox lacks required layers, ST_ESYS or
+ * ST_ENOMEM; *out is NULL then.  With o->zygote, a zygote that died or
+ * stopped answering is restarted first, and the call returns once the
+ * evaluator runs in its jail.
  */
 ST_WUR int evalrun_start(const struct evalrun_opts *o, const struct proto_request *rq,
 			 struct evalrun **out);
@@ -228,7 +254,8 @@ size_t evalrun_pollfds(const struct evalrun *er, struct pollfd *pfd, size_t max,
  */
 ST_WUR int evalrun_poll(struct evalrun *er, int timeout_ms);
 
-/* Kills the evaluator's tree now (e.g. on SIGINT); the run ends as "error". */
+/* Kills the evaluator's tree now (e.g. on SIGINT) and waits for its end; the
+ * run ends as "error" ("the evaluation was canceled").  A no-op once ended. */
 void evalrun_cancel(struct evalrun *er);
 
 /*
@@ -240,10 +267,14 @@ void evalrun_cancel(struct evalrun *er);
 ST_WUR int evalrun_finish(struct evalrun *er, struct proto_result *rs,
 			  struct evalrun_info *info);
 
-/* Kills a run still going and frees everything. */
+/* Kills a run still going and frees everything; NULL is a no-op.  With a
+ * zygote, a run whose result is in while its jail still ends is left to
+ * the zygote to see end (evalrun_zygote_settle). */
 void evalrun_free(struct evalrun *er);
 
-/* start + poll until done + finish + free.  Same returns as evalrun_start. */
+/* start + poll until done + finish + free: rs (initialized) and info (may
+ * be NULL) as evalrun_finish fills them.  Same returns as evalrun_start, or
+ * ST_ENOMEM from finish. */
 ST_WUR int evalrun_one(const struct evalrun_opts *o, const struct proto_request *rq,
 		       struct proto_result *rs, struct evalrun_info *info);
 
@@ -255,7 +286,8 @@ ST_WUR int evalrun_one(const struct evalrun_opts *o, const struct proto_request 
  * compile stage's compile_ms and, in env, its ext_built and ext_build_ms
  * and the compile jail's layers as compile_sandbox (and "stages" =
  * "compile+run").  info describes the last process, and info->stage[] both.
- * It is evalrun_pair_*() in EVALRUN_SPLIT mode, run to its end.
+ * It is evalrun_pair_*() in EVALRUN_SPLIT mode, run to its end.  Returns
+ * as evalrun_start() (for either stage), or ST_ENOMEM.
  */
 ST_WUR int evalrun_split(const struct evalrun_opts *compile_opts,
 			 const struct evalrun_opts *run_opts, const struct proto_request *rq,
@@ -268,6 +300,7 @@ ST_WUR int evalrun_split(const struct evalrun_opts *compile_opts,
  * a build still cannot make one in the run stage, whose loader only takes
  * what the cache holds, and ends as compile_error there.  Fast-format
  * solutions (NVRTC, a library call) and pure PyTorch need no compile stage.
+ * Pure; src (len bytes, may be NULL) is borrowed.
  */
 bool evalrun_needs_compile(const char *src, size_t len);
 
@@ -289,7 +322,9 @@ struct evalrun_pair; /* one candidate's evaluation, all its stages (opaque) */
  * run stage could not be started after the compile stage, its negative
  * code (the pair is then done, and finish reports the compile stage's
  * result).  finish: as evalrun_finish(), with info->stage[] holding every
- * stage and info->total_ns the whole evaluation.
+ * stage and info->total_ns the whole evaluation.  The pair returned in *out
+ * is the caller's (evalrun_pair_free; NULL is a no-op); pollfds and cancel
+ * behave as evalrun_pollfds and evalrun_cancel on the stage running.
  */
 ST_WUR int evalrun_pair_start(const struct evalrun_opts *copts, const struct evalrun_opts *ropts,
 			      const struct proto_request *rq, enum evalrun_stages mode,
@@ -304,17 +339,19 @@ void evalrun_pair_free(struct evalrun_pair *p);
 
 /*
  * Reads a problem and a solution file into rq's sources and names (rq
- * initialized; its strings are replaced).  Missing, unreadable, empty or
- * oversized (> PROTO_SRC_MAX) files are ST_ENOENT/ST_EIO/ST_EINVAL/
- * ST_ETOOBIG with a message in err naming the file.
+ * initialized; its strings are replaced, and owned by rq).  Missing,
+ * unreadable, empty or oversized (> PROTO_SRC_MAX) files are ST_ENOENT/
+ * ST_EIO/ST_EINVAL/ST_ETOOBIG with a message in err naming the file
+ * (nothing printed); rq is unchanged then.
  */
 ST_WUR int evalrun_load_sources(struct proto_request *rq, const char *problem_path,
 				const char *solution_path, char *err, size_t errlen);
 
 /*
  * The default build cache: $STARK_CACHE, else $XDG_CACHE_HOME/stark, else
- * $HOME/.cache/stark; created (mode 0700) if missing.  Returns 0 or
- * ST_EINVAL/ST_EIO with a message in err.
+ * $HOME/.cache/stark; created (mode 0700) if missing, written to buf.
+ * Returns 0 or ST_EINVAL (no HOME, too long, not absolute) / ST_EIO (cannot
+ * create it) with a message in err (nothing printed).
  */
 ST_WUR int evalrun_default_cache(char *buf, size_t len, char *err, size_t errlen);
 

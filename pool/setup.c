@@ -1,0 +1,338 @@
+/*
+ * setup.c -- what an evaluation is given before its process starts: the
+ * options and jails of its stages (binds, the GPU's device nodes, the
+ * compile jail's memory, the CUDA architecture the compile jail cannot ask
+ * a GPU for), the environment an evaluator may see (an allowlist: never
+ * API keys), its sources, and the build cache; and the record of how it
+ * ran (struct evalrun_info).  The ground the other files of pool/ stand
+ * on: nothing here starts or talks to an evaluator.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "pool/pool_int.h"
+
+extern char **environ;
+
+#define CUDA_ARCH_WAIT_MS 10000u /* nvidia-smi's answer, at most */
+
+static const char *const env_allow[] = {
+	"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TERM",
+	"CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "MAX_JOBS",
+	"CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST",
+	"NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "STARK_CUDA_ARCH", "STARK_NVCC",
+	"STARK_NVCC_PCH",
+	"OMP_NUM_THREADS", "MKL_NUM_THREADS",
+	"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+};
+
+void evalrun_opts_init(struct evalrun_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->sandbox = SANDBOX_NONE;
+	o->grace_ms = EVALRUN_GRACE_MS;
+	o->gpu_index = -1;
+	o->lock_fd = -1;
+}
+
+int evalrun_parse_caps(const char *text, int gpu_index, int *major, int *minor)
+{
+	const char *line = text;
+
+	while (line && *line) {
+		const char *nl = strchr(line, '\n');
+		char buf[64];
+		size_t len = nl ? (size_t)(nl - line) : strlen(line);
+		int idx, ma, mi, used = 0;
+
+		if (len < sizeof(buf)) {
+			memcpy(buf, line, len);
+			buf[len] = '\0';
+			if (sscanf(buf, " %d , %d.%d %n", &idx, &ma, &mi, &used) == 3 &&
+			    buf[used] == '\0' && idx == gpu_index && ma > 0 && ma < 100 &&
+			    mi >= 0 && mi < 10) {
+				*major = ma;
+				*minor = mi;
+				return 0;
+			}
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	return -1;
+}
+
+/*
+ * Where $STARK_CUDA_ARCH is not set, sets it (and $TORCH_CUDA_ARCH_LIST
+ * where that is not set) from nvidia-smi's compute capability of GPU
+ * gpu_index: the compile jail sees no GPU, so NVRTC and load_inline must be
+ * told the target there.  Where only $STARK_CUDA_ARCH is set (sm_90),
+ * $TORCH_CUDA_ARCH_LIST follows it (9.0).  Once per process; quiet where
+ * nvidia-smi is missing or slow (the compile stage then says what to set).
+ */
+static void cuda_arch_env(int gpu_index)
+{
+	static bool tried;
+	char a0[] = "nvidia-smi", a1[] = "--query-gpu=index,compute_cap", a2[] = "--format=csv,noheader";
+	char *argv[] = {a0, a1, a2, NULL};
+	char out[4096], list[16], arch[16];
+	const char *given = getenv("STARK_CUDA_ARCH");
+	posix_spawn_file_actions_t fa;
+	int fds[2], status, major, minor, used = 0;
+	size_t got = 0;
+	pid_t pid = -1;
+	uint64_t end;
+
+	if (tried)
+		return;
+	tried = true;
+	if (given) {
+		if (!getenv("TORCH_CUDA_ARCH_LIST") &&
+		    sscanf(given, "sm_%d%n", &major, &used) == 1 && given[used] == '\0' &&
+		    major >= 10 && major < 1000) {
+			snprintf(list, sizeof(list), "%d.%d", major / 10, major % 10);
+			setenv("TORCH_CUDA_ARCH_LIST", list, 0);
+		}
+		return;
+	}
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return;
+	if (posix_spawn_file_actions_init(&fa) == 0) {
+		if (posix_spawn_file_actions_adddup2(&fa, fds[1], 1) == 0 &&
+		    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0) == 0 &&
+		    posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ) != 0)
+			pid = -1;
+		posix_spawn_file_actions_destroy(&fa);
+	}
+	close(fds[1]);
+	end = clock_mono_ns() + CUDA_ARCH_WAIT_MS * 1000000ull;
+	while (pid > 0 && got < sizeof(out) - 1) {
+		struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+		uint64_t now = clock_mono_ns();
+		ssize_t r;
+
+		if (now >= end || poll(&pfd, 1, (int)((end - now) / 1000000 + 1)) <= 0)
+			break;
+		r = read(fds[0], out + got, sizeof(out) - 1 - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	out[got] = '\0';
+	close(fds[0]);
+	if (pid <= 0)
+		return;
+	kill(pid, SIGKILL);	/* gone already, or hung: either way, reaped */
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (evalrun_parse_caps(out, gpu_index, &major, &minor))
+		return;
+	snprintf(arch, sizeof(arch), "sm_%d%d", major, minor);
+	snprintf(list, sizeof(list), "%d.%d", major, minor);
+	setenv("STARK_CUDA_ARCH", arch, 0);
+	setenv("TORCH_CUDA_ARCH_LIST", list, 0);
+}
+
+void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, const char *cache,
+		       const char *device, bool insecure, struct evalrun_binds *binds)
+{
+	const char *env = getenv("STARK_SANDBOX_BINDS");
+	const char *pch = getenv("STARK_NVCC_PCH");
+	char *save = NULL;
+	struct stat st;
+	size_t n = 1;
+
+	binds->compile[0] = (struct sandbox_bind){.src = cache, .writable = true};
+	binds->run[0] = (struct sandbox_bind){.src = cache, .writable = false};
+	snprintf(binds->extra, sizeof(binds->extra), "%s", env ? env : "");
+	for (char *p = strtok_r(binds->extra, ":", &save); p && n < EVALRUN_BINDS_MAX;
+	     p = strtok_r(NULL, ":", &save), n++)
+		binds->compile[n] = binds->run[n] = (struct sandbox_bind){.src = p};
+	compile->nbinds = n;
+	/* Prepared prefixes for stark_nvcc: read-only to the compile jail, so
+	 * that no candidate can change what later builds include. */
+	if (pch && pch[0] == '/' && n < EVALRUN_BINDS_MAX && stat(pch, &st) == 0 && S_ISDIR(st.st_mode))
+		binds->compile[compile->nbinds++] = (struct sandbox_bind){.src = pch};
+	compile->sandbox = SANDBOX_COMPILE;
+	run->sandbox = SANDBOX_RUN;
+	if (!compile->mem_bytes)
+		compile->mem_bytes = EVALRUN_COMPILE_MEM;
+	compile->binds = binds->compile;
+	run->binds = binds->run;
+	run->nbinds = n;
+	compile->insecure = run->insecure = insecure;
+	if (str_starts(device, "cuda")) {
+		run->gpu_index = device[4] == ':' ? atoi(device + 5) : 0;
+		cuda_arch_env(run->gpu_index);
+	}
+}
+
+bool evalrun_env_allowed(const char *name)
+{
+	for (size_t i = 0; i < ST_ARRAY_LEN(env_allow); i++)
+		if (!strcmp(name, env_allow[i]))
+			return true;
+	return false;
+}
+
+void evalrun_info_init(struct evalrun_info *info)
+{
+	memset(info, 0, sizeof(*info));
+}
+
+void evalrun_info_release(struct evalrun_info *info)
+{
+	free(info->out);
+	free(info->err);
+	evalrun_info_init(info);
+}
+
+void evalrun_free_env(char **env)
+{
+	for (size_t i = 0; env && env[i]; i++)
+		free(env[i]);
+	free(env);
+}
+
+char **evalrun_copy_env(const char *const *given)
+{
+	size_t n = 0, k = 0;
+	char **env;
+
+	if (given)
+		while (given[n])
+			n++;
+	else
+		while (environ[n])
+			n++;
+	env = calloc(n + 1, sizeof(*env));
+	if (!env)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		const char *kv = given ? given[i] : environ[i];
+		const char *eq = strchr(kv, '=');
+		char name[128];
+
+		if (!given) {
+			if (!eq || (size_t)(eq - kv) >= sizeof(name))
+				continue;
+			memcpy(name, kv, (size_t)(eq - kv));
+			name[eq - kv] = '\0';
+			if (!evalrun_env_allowed(name))
+				continue;
+		}
+		env[k] = strdup(kv);
+		if (!env[k]) {
+			evalrun_free_env(env);
+			return NULL;
+		}
+		k++;
+	}
+	return env;
+}
+
+
+int evalrun_load_sources(struct proto_request *rq, const char *problem_path,
+			 const char *solution_path, char *err, size_t errlen)
+{
+	const char *paths[2] = {problem_path, solution_path};
+	const char *what[2] = {"problem", "solution"};
+	struct dbuf src[2];
+	int rc = 0;
+
+	dbuf_init(&src[0], PROTO_SRC_MAX);
+	dbuf_init(&src[1], PROTO_SRC_MAX);
+	for (int i = 0; i < 2 && !rc; i++) {
+		rc = io_read_file(paths[i], PROTO_SRC_MAX, &src[i]);
+		if (rc == ST_ENOENT)
+			snprintf(err, errlen, "%s file '%s' does not exist", what[i], paths[i]);
+		else if (rc == ST_ETOOBIG)
+			snprintf(err, errlen, "%s file '%s' is larger than %u bytes", what[i],
+				 paths[i], PROTO_SRC_MAX);
+		else if (rc)
+			snprintf(err, errlen, "%s file '%s' cannot be read: %s", what[i], paths[i],
+				 strerror(errno));
+		else if (src[i].len == 0) {
+			snprintf(err, errlen, "%s file '%s' is empty", what[i], paths[i]);
+			rc = ST_EINVAL;
+		}
+	}
+	if (rc)
+		goto out_free;
+	free(rq->problem_name);
+	free(rq->solution_name);
+	free(rq->problem_src);
+	free(rq->solution_src);
+	rq->problem_name = str_dup(problem_path);
+	rq->solution_name = str_dup(solution_path);
+	rq->problem_src = dbuf_detach(&src[0], &rq->problem_len);
+	rq->solution_src = dbuf_detach(&src[1], &rq->solution_len);
+	if (!rq->problem_name || !rq->solution_name) {
+		snprintf(err, errlen, "out of memory");
+		rc = ST_ENOMEM;
+	}
+out_free:
+	dbuf_release(&src[0]);
+	dbuf_release(&src[1]);
+	return rc;
+}
+
+/* mkdir -p for a path we own, mode 0700 for what we create. */
+static int make_dirs(char *path)
+{
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+			*p = '/';
+			return -1;
+		}
+		*p = '/';
+	}
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+int evalrun_default_cache(char *buf, size_t len, char *err, size_t errlen)
+{
+	const char *env = getenv("STARK_CACHE"), *xdg = getenv("XDG_CACHE_HOME");
+	const char *home = getenv("HOME");
+	int n;
+
+	if (env && *env)
+		n = snprintf(buf, len, "%s", env);
+	else if (xdg && *xdg)
+		n = snprintf(buf, len, "%s/stark", xdg);
+	else if (home && *home)
+		n = snprintf(buf, len, "%s/.cache/stark", home);
+	else {
+		snprintf(err, errlen, "no build cache: set STARK_CACHE or HOME");
+		return ST_EINVAL;
+	}
+	if (n < 0 || (size_t)n >= len || n >= PROTO_PATH_MAX) {
+		snprintf(err, errlen, "build cache path is too long");
+		return ST_EINVAL;
+	}
+	if (buf[0] != '/') {
+		snprintf(err, errlen, "build cache '%s' is not an absolute path", buf);
+		return ST_EINVAL;
+	}
+	if (make_dirs(buf) < 0) {
+		snprintf(err, errlen, "cannot create build cache '%s': %s", buf, strerror(errno));
+		return ST_EIO;
+	}
+	return 0;
+}
