@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "engine/run.h"
+#include "engine/engine.h"
 #include "cli/show.h"
 #include "report/report.h"
 
@@ -299,7 +299,7 @@ static int make_providers(const struct run *r, struct llm_provider **llm,
 	if (str_starts(ev, "replay:"))
 		rc = eval_provider_replay(ev + 7, eval, err, sizeof(err));
 	else
-		rc = eval_provider_real(eval);
+		rc = eval_provider_real(cli_evaluator_path(), eval);
 	if (rc) {
 		if (err[0])
 			stark_warn("%s", err);

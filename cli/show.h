@@ -14,7 +14,7 @@
 
 #include <stdio.h>
 
-#include "engine/run.h"
+#include "engine/engine.h"
 
 /* The tree (with each node's complaints), leaders, spend per role and per
  * model, and state; --json gives the object documented in docs/RUNS.md. */

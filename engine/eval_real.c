@@ -25,9 +25,8 @@
 #include <unistd.h>
 
 #include "evaluator/evaluator.h"
-#include "cli/cli.h"
 #include "pool/pool.h"
-#include "engine/provider.h"
+#include "engine/engine.h"
 
 #define EVAL_POLL_MS 200
 
@@ -131,7 +130,7 @@ static void real_free(struct eval_provider *p)
 	free(p);
 }
 
-int eval_provider_real(struct eval_provider **out)
+int eval_provider_real(const char *evaluator, struct eval_provider **out)
 {
 	struct eval_real *e = calloc(1, sizeof(*e));
 	char err[512];
@@ -139,7 +138,7 @@ int eval_provider_real(struct eval_provider **out)
 	*out = NULL;
 	if (!e)
 		return ST_ENOMEM;
-	snprintf(e->evaluator, sizeof(e->evaluator), "%s", cli_evaluator_path());
+	snprintf(e->evaluator, sizeof(e->evaluator), "%s", evaluator);
 	if (access(e->evaluator, X_OK) < 0) {
 		stark_warn("the evaluator '%s' is not there (build it, or set STARK_EVALUATOR)",
 			   e->evaluator);

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/run.h"
+#include "engine/engine_int.h"
 
 #define PROMPT_FILE_MAX (256u << 10) /* bytes of one template */
 #define CONFIG_FILE_MAX (1u << 20)   /* bytes of a configuration file */

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/provider.h"
+#include "engine/engine_int.h"
 
 #define STOP_POLL_MS   200
 #define HTTP_ROLES_MAX 8

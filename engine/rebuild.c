@@ -7,12 +7,9 @@
  * (JR_CONFIG) and the complaints about answers (JR_CHECK, for `stark
  * show`); the events of LLM calls are skipped by type.  A
  * second, short pass parses the events of the attempt still open, if any,
- * into the memo run.c consults, and the last SELECT (RNG state) and last
+ * into the memo agent.c consults, and the last SELECT (RNG state) and last
  * LLM response (cumulative spend per role and per model).  This is what makes resuming a
  * 10,000-node run take milliseconds rather than seconds.
- *
- * Also here: run_free, the metadata record, names of states, the default
- * store folder.
  */
 #include <errno.h>
 #include <math.h>
@@ -20,140 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/run.h"
-
-static const char *const state_names[] = {"running", "interrupted", "finished", "failed"};
-
-const char *run_state_name(enum run_state s)
-{
-	return (unsigned)s < ST_ARRAY_LEN(state_names) ? state_names[s] : "unknown";
-}
-
-int run_state_parse(const char *name, enum run_state *out)
-{
-	for (size_t i = 0; i < ST_ARRAY_LEN(state_names); i++)
-		if (!strcmp(name, state_names[i])) {
-			*out = (enum run_state)i;
-			return ST_OK;
-		}
-	return ST_EINVAL;
-}
-
-int run_default_store(char *buf, size_t len)
-{
-	const char *env = getenv("STARK_STORE"), *xdg = getenv("XDG_DATA_HOME");
-	const char *home = getenv("HOME");
-	int n;
-
-	if (env && *env)
-		n = snprintf(buf, len, "%s", env);
-	else if (xdg && *xdg == '/')
-		n = snprintf(buf, len, "%s/stark", xdg);
-	else if (home && *home)
-		n = snprintf(buf, len, "%s/.local/share/stark", home);
-	else
-		return ST_ENOENT;
-	return n < 0 || (size_t)n >= len ? ST_ETOOBIG : ST_OK;
-}
-
-void run_free(struct run *r)
-{
-	if (!r)
-		return;
-	jr_batch_release(&r->batch);
-	if (r->prompts_loaded)
-		prompt_release(&r->prompts);
-	tree_free(r->tree);
-	for (size_t i = 0; i < r->nchecks; i++)
-		free(r->checks[i].reason);
-	free(r->checks);
-	json_decref(r->options);
-	free(r->problem_src);
-	free(r->info);
-	store_unlock_run(r->lock);
-	free(r);
-}
-
-uint32_t run_best(const struct run *r)
-{
-	uint32_t best = TREE_NONE;
-
-	if (!r->tree)
-		return TREE_NONE;
-	for (uint32_t i = 1; i < tree_count(r->tree); i++) {
-		const struct tree_node *n = tree_node(r->tree, i);
-
-		if (n->status != NODE_CORRECT)
-			continue;
-		if (best == TREE_NONE || n->speedup > tree_node(r->tree, best)->speedup)
-			best = i;
-	}
-	return best;
-}
-
-bool run_beats_reference(const struct run *r, uint32_t id)
-{
-	const struct tree_node *n = id == TREE_NONE || !r->tree ? NULL : tree_node(r->tree, id);
-
-	return n && n->status == NODE_CORRECT && n->speedup > 1.0;
-}
-
-struct run_spend run_spend_total(const struct run *r)
-{
-	struct run_spend t = {0};
-
-	for (int i = 0; i < ROLE_COUNT; i++) {
-		t.calls += r->spend[i].calls;
-		t.tokens_in += r->spend[i].tokens_in;
-		t.tokens_out += r->spend[i].tokens_out;
-		t.tokens_reasoning += r->spend[i].tokens_reasoning;
-		t.dollars += r->spend[i].dollars;
-	}
-	return t;
-}
-
-struct run_spend *run_model_spend(struct run *r, const char *model)
-{
-	static const char other[] = "(other models)";
-	size_t i;
-
-	if (!model || !*model)
-		model = "(no model)"; /* a replayed run's */
-	for (i = 0; i < r->nmodels; i++)
-		if (!strcmp(r->models[i].model, model))
-			return &r->models[i].s;
-	if (r->nmodels == RUN_MODELS_MAX)
-		return &r->models[RUN_MODELS_MAX - 1].s;
-	if (r->nmodels == RUN_MODELS_MAX - 1)
-		model = other;
-	memset(&r->models[i], 0, sizeof(r->models[i]));
-	snprintf(r->models[i].model, sizeof(r->models[i].model), "%s", model);
-	r->nmodels++;
-	return &r->models[i].s;
-}
-
-int run_check_add(struct run *r, uint32_t attempt, const char *key, const char *reason)
-{
-	struct run_check *c;
-
-	if (r->nchecks == r->checks_cap) {
-		size_t cap = r->checks_cap ? r->checks_cap * 2 : 16;
-
-		c = realloc(r->checks, cap * sizeof(*c));
-		if (!c)
-			return ST_ENOMEM;
-		r->checks = c;
-		r->checks_cap = cap;
-	}
-	c = &r->checks[r->nchecks];
-	c->attempt = attempt;
-	snprintf(c->key, sizeof(c->key), "%s", key);
-	c->reason = strdup(reason);
-	if (!c->reason)
-		return ST_ENOMEM;
-	r->nchecks++;
-	return ST_OK;
-}
+#include "engine/engine_int.h"
 
 /* ---- pass 1 ---- */
 
@@ -427,32 +291,6 @@ static int load_cb(void *arg, const struct store_event *ev)
 	return load_fail(c, ST_EPROTO, ev->seq, "unknown event type");
 }
 
-/* ---- pass 2: the open attempt, the RNG, the spend ---- */
-
-static struct run_memo *memo_get(struct run *r, const char *key, bool create)
-{
-	for (size_t i = 0; i < r->cur.nmemo; i++)
-		if (!strcmp(r->cur.memo[i].key, key))
-			return &r->cur.memo[i];
-	if (!create || r->cur.nmemo >= RUN_MEMO_MAX || strlen(key) >= RUN_KEY_MAX)
-		return NULL;
-	struct run_memo *m = &r->cur.memo[r->cur.nmemo++];
-
-	memset(m, 0, sizeof(*m));
-	snprintf(m->key, sizeof(m->key), "%s", key);
-	return m;
-}
-
-struct run_memo *run_memo_find(struct run *r, const char *key)
-{
-	return memo_get(r, key, false);
-}
-
-struct run_memo *run_memo_add(struct run *r, const char *key)
-{
-	return memo_get(r, key, true);
-}
-
 static int open_cb(void *arg, const struct store_event *ev)
 {
 	struct load_ctx *c = arg;
@@ -463,7 +301,7 @@ static int open_cb(void *arg, const struct store_event *ev)
 		return 0;
 	if (jr_parse_head(ev->data, ev->len, &head))
 		return load_fail(c, ST_EPROTO, ev->seq, "malformed llm event");
-	m = memo_get(c->r, jr_str(head, "key", ""), true);
+	m = run_memo_add(c->r, jr_str(head, "key", ""));
 	if (!m) {
 		json_decref(head);
 		return load_fail(c, ST_ETOOBIG, ev->seq, "too many llm calls in one attempt");

@@ -15,8 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/journal.h"
-#include "engine/provider.h"
+#include "engine/engine_int.h"
 
 #define REPLAY_LINE_MAX (64u << 20)
 

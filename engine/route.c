@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/provider.h"
+#include "engine/engine_int.h"
 
 /* Members stark sets itself; extra_body may not. */
 static const char *const own_members[] = {

@@ -41,7 +41,7 @@
 #include <stdio.h>
 
 #include "common/common.h"
-#include "engine/run.h"
+#include "engine/engine.h"
 
 #define REPORT_VERSION	  1
 #define REPORT_LOG_TAIL	  (8u << 10)   /* bytes of a node's log kept (its end) */

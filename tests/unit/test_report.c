@@ -16,9 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/journal.h"
-#include "engine/provider.h"
-#include "engine/run.h"
+#include "engine/engine_int.h"
 #include "report/report.h"
 #include "report/report_int.h"
 

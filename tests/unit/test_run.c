@@ -38,9 +38,7 @@
 #include "evaluator/evaluator.h"
 #include "pool/pool.h"
 #include "pool/pool_int.h"
-#include "engine/journal.h"
-#include "engine/provider.h"
-#include "engine/run.h"
+#include "engine/engine_int.h"
 
 #define PROBLEM                                                                                    \
 	"import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"                       \
