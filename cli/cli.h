@@ -1,13 +1,30 @@
 /*
- * cli.h -- the subcommands of `stark` (internal to orchestrator/).
+ * cli.h -- the commands of `stark`: thin parsers and printers over the
+ * engine (engine/engine.h), the pool (pool/pool.h) and the method
+ * (search/search.h).  cli/ is the program's top floor: no other folder
+ * includes this header.  Its names start with cmd_ (a subcommand) or cli_.
  *
  * Each cmd_* takes the arguments after the subcommand name (argv[0] is the
  * subcommand) and returns the process exit status: 0 success, 1 the job ran
  * but its outcome is negative (e.g. an incorrect candidate), 2 usage or
- * input error, 3 internal or environment failure.
+ * input error, 3 internal or environment failure.  Messages go to stderr
+ * (stark_warn), results to stdout.
+ *
+ * Files: main.c (dispatch, where the program's parts are installed),
+ * cmd_search.c (run, resume, show, export, list), show.c (rendering runs),
+ * cmd_eval.c, eval_env.c, eval_print.c and eval_batch.c (`stark eval`).
  */
 #ifndef STARK_CLI_H
 #define STARK_CLI_H
+
+#include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/engine.h"
+#include "pool/pool.h"
 
 enum cli_exit {
 	CLI_OK = 0,
@@ -24,7 +41,107 @@ int cmd_export(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 
-/* Path of the stark-eval program: $STARK_EVALUATOR, else beside stark. */
+/* Path of the stark-eval program: $STARK_EVALUATOR, else beside stark
+ * (static storage; never NULL). */
 const char *cli_evaluator_path(void);
+
+/* ---- rendering runs (show.c) ---- */
+
+/*
+ * `stark show`, `stark export`, `stark list`, and the plan `stark resume
+ * --dry-run` prints.  All of these read a run loaded with run_load(lock =
+ * false); none writes to the store.  A run whose journal says "running"
+ * while no process holds its lock was killed: it is shown as "interrupted".
+ * r and st are borrowed; out is written to and not closed.
+ */
+/* The tree (with each node's complaints), leaders, spend per role and per
+ * model, and state; --json gives the object documented in docs/RUNS.md. */
+ST_WUR int show_run(struct run *r, bool json, FILE *out);
+/* The object `stark show --json` prints (a new reference; NULL when out of
+ * memory): what `stark report` builds on. */
+json_t *show_run_json(struct run *r);
+/* "stark", "sampling", "reflexion". */
+const char *show_policy_name(enum search_policy p);
+/* What resume would do next, in one line per fact. */
+void show_resume_plan(struct run *r, FILE *out);
+#define EXPORT_BEST    (-1L) /* the fastest correct node, if it beats the reference */
+#define EXPORT_FASTEST (-2L) /* the fastest correct node, whatever its speedup */
+
+/*
+ * Writes a node's code (a node id, EXPORT_BEST or EXPORT_FASTEST) to path
+ * (atomic replace; NULL or "-": stdout).  ST_ENOENT with a message when
+ * there is no such node, no correct node, or (EXPORT_BEST) none that beats
+ * the reference: the message names the fastest and --fastest.
+ */
+ST_WUR int export_code(struct run *r, long node, const char *path, char *err, size_t errlen);
+/*
+ * JSON Lines from the journal: "responses" (LLM replies, a replay file for
+ * --llm replay:), "results" (evaluation results, for --eval replay:) or
+ * "journal" (every event).
+ */
+ST_WUR int export_jsonl(struct run *r, const char *what, const char *path, char *err,
+			size_t errlen);
+/* One line per run of the store (or a JSON array). */
+ST_WUR int show_list(struct store *st, bool json, FILE *out);
+
+/* ---- stark eval (cmd_eval.c, eval_env.c, eval_print.c, eval_batch.c) ---- */
+
+#define BATCH_JOBS_MAX 64	   /* --jobs */
+
+struct eval_args {
+	const char *problem, *solution;
+	const char *batch; /* --batch FILE ("-": stdin), or NULL */
+	char device[32];
+	bool json, timing, have_seed, insecure, no_jail;
+	int stage;	   /* enum evalrun_stages, or -1: the default */
+	uint64_t seed;
+	uint32_t trials, wall_ms, jobs;
+	uint32_t min_reps;  /* --min-reps, or 0: the request's default */
+	uint32_t placements; /* --placements, or 0: the request's default */
+	double target_rse;  /* --target-rse, or NAN: the request's default */
+	const char *cache;
+	const char *gpu_lock; /* --gpu-lock FILE, or NULL */
+};
+
+/* How evaluations start: the options of both stages, and the zygote. */
+struct eval_env {
+	struct evalrun_opts copts, ropts;
+	struct evalrun_binds binds;
+	struct evalrun_zygote *zygote;
+	enum evalrun_stages mode;
+	char cache[PATH_MAX];
+	int lock_fd;
+};
+
+/*
+ * eval_env.c.  cli_eval_request fills rq (initialized) for one pair (index
+ * n of a batch, 0 otherwise): 0, or a CLI_* exit status with the message in
+ * err (not printed).  cli_eval_env_init sets up e (the options of both
+ * stages, the build cache, the GPU lock): 0 or a CLI_* status, message
+ * printed; cli_eval_env_release always follows it, whatever it returned.
+ * cli_eval_env_zygote starts the zygote every evaluation forks from, if
+ * wanted (a warning, and exec'd evaluators, when it cannot start).
+ */
+int cli_eval_request(const struct eval_args *a, const char *problem, const char *solution,
+		     size_t n, const char *cache, struct proto_request *rq, char *err,
+		     size_t errlen);
+int cli_eval_env_init(const struct eval_args *a, struct eval_env *e);
+void cli_eval_env_zygote(struct eval_env *e);
+void cli_eval_env_release(struct eval_env *e);
+
+/*
+ * eval_print.c.  cli_eval_json: the result as the JSON object of the
+ * contract (cmd_eval.c's top comment), a new reference, NULL when out of
+ * memory.  The printers write to stdout: 0, or CLI_FAILURE when stdout
+ * fails.
+ */
+json_t *cli_eval_json(const struct eval_args *a, const char *problem, const char *solution,
+		      const struct proto_result *rs, const struct evalrun_info *info);
+int cli_eval_print_json(const struct eval_args *a, const struct proto_result *rs,
+			const struct evalrun_info *info);
+int cli_eval_print_human(const struct proto_result *rs, const struct evalrun_info *info);
+
+/* eval_batch.c: `stark eval --batch`; the command's exit status. */
+int cli_eval_batch(const struct eval_args *a, struct eval_env *e);
 
 #endif

@@ -1,9 +1,9 @@
 /*
  * cmd_search.c -- `stark run`, `stark resume`, `stark show`, `stark export`,
  * `stark list` and `stark report`: argument parsing, the store's location,
- * the API key, signals, and the exit status.  The work is in run.c (the
- * loop), rebuild.c (state from the journal), show.c (rendering) and
- * report/ (a node in full, the HTML report).
+ * the API key, signals, and the exit status.  The work is the engine's
+ * (engine/engine.h: run_create, run_load, run_loop), show.c's (rendering)
+ * and report/'s (a node in full, the HTML report).
  *
  * The store is $STARK_STORE, else $XDG_DATA_HOME/stark, else
  * ~/.local/share/stark, unless --store DIR is given.  API keys are read
@@ -22,8 +22,6 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "engine/engine.h"
-#include "cli/show.h"
 #include "report/report.h"
 
 #define ERR_MAX 1024

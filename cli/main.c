@@ -34,33 +34,6 @@ static void usage(FILE *f)
 	fprintf(f, "\n`stark COMMAND --help` describes a command's options.\n");
 }
 
-static char evaluator_path[PATH_MAX];
-
-const char *cli_evaluator_path(void)
-{
-	const char *env = getenv("STARK_EVALUATOR");
-	char self[PATH_MAX];
-	ssize_t n;
-	char *slash;
-
-	if (env && *env)
-		return env;
-	if (evaluator_path[0])
-		return evaluator_path;
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n <= 0)
-		return "stark-eval";
-	self[n] = '\0';
-	slash = strrchr(self, '/');
-	if (!slash)
-		return "stark-eval";
-	*slash = '\0';
-	if (snprintf(evaluator_path, sizeof(evaluator_path), "%s/stark-eval", self) >=
-	    (int)sizeof(evaluator_path))
-		return "stark-eval";
-	return evaluator_path;
-}
-
 int main(int argc, char **argv)
 {
 	stark_set_progname("stark");

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/show.h"
+#include "cli/cli.h"
 
 const char *show_policy_name(enum search_policy p)
 {

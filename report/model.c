@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/show.h"
+#include "cli/cli.h"
 #include "report/report_int.h"
 
 /* ---- helpers shared by report/ ---- */

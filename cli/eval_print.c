@@ -1,0 +1,271 @@
+/*
+ * eval_print.c -- a verdict of `stark eval` as people read it (a short
+ * report) or programs do (one JSON object whose names are a stable
+ * contract: see cmd_eval.c).  Captured output is untrusted text: its tail
+ * is cut and made valid UTF-8 before it is printed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "evaluator/evaluator.h"
+#include "cli/cli.h"
+
+#define HUMAN_LOG_LINES 60
+#define JSON_OUTPUT_TAIL 4096
+
+/* ---- output ---------------------------------------------------------- */
+
+static json_t *num(double x)
+{
+	return isfinite(x) ? json_real(x) : json_null();
+}
+
+static json_t *str_or_null(const char *s)
+{
+	return s && *s ? json_string(s) : json_null();
+}
+
+/* Length of the valid UTF-8 sequence at p (1-4), or 0. */
+static size_t utf8_seq(const unsigned char *p, size_t left)
+{
+	size_t n;
+	uint32_t cp;
+
+	if (p[0] >= 0x20 && p[0] < 0x80)
+		return 1;
+	if (p[0] == '\n' || p[0] == '\t' || p[0] == '\r')
+		return 1;
+	if (p[0] < 0xc2 || p[0] > 0xf4)
+		return 0;
+	n = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : 2;
+	if (n > left)
+		return 0;
+	cp = p[0] & (0x7f >> n);
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+/* The last n bytes of captured output as a JSON string: control bytes and
+ * invalid UTF-8 (candidates print anything) become '?'. */
+static json_t *tail(const char *p, size_t len, size_t n)
+{
+	const unsigned char *s;
+	char *copy;
+	size_t k = 0;
+	json_t *j;
+
+	if (!p || !len)
+		return json_null();
+	if (len > n) {
+		p += len - n;
+		len = n;
+	}
+	copy = malloc(len + 1);
+	if (!copy)
+		return json_null();
+	s = (const unsigned char *)p;
+	for (size_t i = 0; i < len;) {
+		size_t q = utf8_seq(s + i, len - i);
+
+		if (q == 0) {
+			copy[k++] = '?';
+			i++;
+			continue;
+		}
+		memcpy(copy + k, s + i, q);
+		k += q;
+		i += q;
+	}
+	j = json_stringn(copy, k);
+	free(copy);
+	return j ? j : json_null();
+}
+
+static double ms(uint64_t ns)
+{
+	return (double)ns / 1e6;
+}
+
+/* How the evaluation's processes started and ran, as seen by stark. */
+static json_t *timing_json(const struct evalrun_info *info)
+{
+	json_t *t = json_object(), *stages = json_array();
+
+	if (!t || !stages) {
+		json_decref(t);
+		json_decref(stages);
+		return json_null();
+	}
+	for (unsigned i = 0; i < info->nstages && i < ST_ARRAY_LEN(info->stage); i++) {
+		const struct evalrun_stage_info *si = &info->stage[i];
+
+		json_array_append_new(
+		    stages, json_pack("{s:s,s:b,s:I,s:I,s:f,s:f,s:f,s:f}", "stage", si->stage,
+				      "zygote", si->zygote, "zygote_pid", (json_int_t)si->zygote_pid,
+				      "zygote_starts", (json_int_t)si->zygote_starts, "spawn_ms",
+				      ms(si->spawn_ns), "fork_ms", ms(si->fork_ns), "jail_ms",
+				      ms(si->jail_ns), "wall_ms", ms(si->wall_ns)));
+	}
+	json_object_set_new(t, "stages", stages);
+	return t;
+}
+
+/* The result as the JSON object of the contract (the top of the file). */
+json_t *cli_eval_json(const struct eval_args *a, const char *problem, const char *solution,
+			   const struct proto_result *rs, const struct evalrun_info *info)
+{
+	json_t *o = json_object(), *flags = json_array(), *env = json_object(), *st = json_object();
+	static const char *const stage_names[4] = {"startup_ms", "compile_ms", "check_ms", "time_ms"};
+	char layers[256];
+
+	if (!o || !flags || !env || !st) {
+		json_decref(o);
+		json_decref(flags);
+		json_decref(env);
+		json_decref(st);
+		return NULL;
+	}
+	for (uint32_t i = 0; i < rs->nflags; i++)
+		json_array_append_new(flags, json_string(rs->flags[i]));
+	for (uint32_t i = 0; i < rs->nenv; i++)
+		json_object_set_new(env, rs->env[i].key, json_string(rs->env[i].val));
+	for (int i = 0; i < 4; i++)
+		json_object_set_new(st, stage_names[i], num(rs->stage_ms[i]));
+	sandbox_layers_str(info->layers, layers, sizeof(layers));
+	json_object_set_new(o, "status", json_string(proto_status_name(rs->status)));
+	json_object_set_new(o, "correct", json_boolean(rs->status == PROTO_ST_CORRECT));
+	json_object_set_new(o, "runtime_us", num(rs->runtime_us));
+	json_object_set_new(o, "ref_runtime_us", num(rs->ref_runtime_us));
+	json_object_set_new(o, "speedup", num(rs->speedup));
+	json_object_set_new(o, "message", str_or_null(rs->message));
+	json_object_set_new(o, "runtime_ci_us", json_pack("[oo]", num(rs->runtime_lo_us), num(rs->runtime_hi_us)));
+	json_object_set_new(o, "ref_runtime_ci_us", json_pack("[oo]", num(rs->ref_lo_us), num(rs->ref_hi_us)));
+	json_object_set_new(o, "reps", json_integer(rs->reps));
+	json_object_set_new(o, "trials_run", json_integer(rs->trials_run));
+	json_object_set_new(o, "trials_passed", json_integer(rs->trials_passed));
+	json_object_set_new(o, "max_abs_err", num(rs->max_abs_err));
+	json_object_set_new(o, "max_rel_err", num(rs->max_rel_err));
+	json_object_set_new(o, "first_bad", str_or_null(rs->first_bad));
+	json_object_set_new(o, "flags", flags);
+	json_object_set_new(o, "env", env);
+	json_object_set_new(o, "stage_ms", st);
+	json_object_set_new(o, "log", str_or_null(rs->log));
+	json_object_set_new(o, "id", json_string(rs->id ? rs->id : ""));
+	json_object_set_new(o, "problem", json_string(problem));
+	json_object_set_new(o, "solution", json_string(solution));
+	json_object_set_new(o, "device", json_string(a->device));
+	json_object_set_new(o, "sandbox", json_string(layers));
+	json_object_set_new(o, "stdout", tail(info->out, info->out_len, JSON_OUTPUT_TAIL));
+	json_object_set_new(o, "stderr", tail(info->err, info->err_len, JSON_OUTPUT_TAIL));
+	json_object_set_new(o, "stdout_bytes", json_integer((json_int_t)info->out_total));
+	json_object_set_new(o, "stderr_bytes", json_integer((json_int_t)info->err_total));
+	json_object_set_new(o, "wall_ms", json_real(ms(info->total_ns)));
+	json_object_set_new(o, "timing", timing_json(info));
+	return o;
+}
+
+int cli_eval_print_json(const struct eval_args *a, const struct proto_result *rs,
+		      const struct evalrun_info *info)
+{
+	json_t *o = cli_eval_json(a, a->problem, a->solution, rs, info);
+	int rc = CLI_FAILURE;
+
+	if (o && json_dumpf(o, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII) == 0 &&
+	    fputc('\n', stdout) != EOF && fflush(stdout) == 0)
+		rc = 0;
+	else
+		stark_warn("eval: cannot write the JSON result");
+	json_decref(o);
+	return rc;
+}
+
+static void fmt_us(char *buf, size_t len, double us)
+{
+	if (!isfinite(us))
+		snprintf(buf, len, "n/a");
+	else if (us >= 1e6)
+		snprintf(buf, len, "%.3f s", us / 1e6);
+	else if (us >= 1e3)
+		snprintf(buf, len, "%.3f ms", us / 1e3);
+	else
+		snprintf(buf, len, "%.1f us", us);
+}
+
+static void print_log(const char *log)
+{
+	const char *p = log;
+	int lines = 0;
+
+	while (*p && lines < HUMAN_LOG_LINES) {
+		const char *nl = strchr(p, '\n');
+		int n = nl ? (int)(nl - p) : (int)strlen(p);
+
+		printf("  | %.*s\n", n, p);
+		lines++;
+		p += n + (nl ? 1 : 0);
+	}
+	if (*p)
+		printf("  | [... the rest is in `stark eval --json` \"log\" ...]\n");
+}
+
+int cli_eval_print_human(const struct proto_result *rs, const struct evalrun_info *info)
+{
+	char c[32], clo[32], chi[32], r[32], rlo[32], rhi[32];
+	bool timed = rs->status == PROTO_ST_CORRECT && isfinite(rs->runtime_us);
+	bool staged = false;
+
+	if (timed) {
+		/* The message repeats the timings; the lines below say it better. */
+		printf("correct: %u of %u trials match (max abs err %.3g, max rel err %.3g)\n",
+		       rs->trials_passed, rs->trials_run, rs->max_abs_err, rs->max_rel_err);
+		fmt_us(c, sizeof(c), rs->runtime_us);
+		fmt_us(clo, sizeof(clo), rs->runtime_lo_us);
+		fmt_us(chi, sizeof(chi), rs->runtime_hi_us);
+		fmt_us(r, sizeof(r), rs->ref_runtime_us);
+		fmt_us(rlo, sizeof(rlo), rs->ref_lo_us);
+		fmt_us(rhi, sizeof(rhi), rs->ref_hi_us);
+		printf("  candidate  %-12s median, 95%% CI [%s, %s]\n", c, clo, chi);
+		printf("  reference  %-12s median, 95%% CI [%s, %s]\n", r, rlo, rhi);
+		printf("  speedup    %.3gx (%u timed calls of each, interleaved)\n", rs->speedup,
+		       rs->reps);
+	} else {
+		printf("%s: %s\n", proto_status_name(rs->status), rs->message ? rs->message : "");
+	}
+	for (uint32_t i = 0; i < rs->nflags; i++)
+		printf("  flag       %s\n", rs->flags[i]);
+	for (int i = 0; i < 4; i++)
+		staged |= isfinite(rs->stage_ms[i]);
+	if (staged)
+		printf("  stages     startup %.0f ms, compile %.0f ms, check %.0f ms, timing %.0f ms; total %.1f s\n",
+		       isfinite(rs->stage_ms[0]) ? rs->stage_ms[0] : 0.0,
+		       isfinite(rs->stage_ms[1]) ? rs->stage_ms[1] : 0.0,
+		       isfinite(rs->stage_ms[2]) ? rs->stage_ms[2] : 0.0,
+		       isfinite(rs->stage_ms[3]) ? rs->stage_ms[3] : 0.0, (double)info->wall_ns / 1e9);
+	if (rs->log && *rs->log)
+		print_log(rs->log);
+	if (info->out_total > info->out_len || info->err_total > info->err_len)
+		printf("  note       the evaluation printed %llu bytes to stdout and %llu to stderr; the first %u of each were kept\n",
+		       (unsigned long long)info->out_total, (unsigned long long)info->err_total,
+		       EVAL_OUTPUT_CAP);
+	return fflush(stdout) == 0 ? 0 : CLI_FAILURE;
+}
