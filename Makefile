@@ -150,6 +150,10 @@ $(BUILD)/tests/store_%: tests/helpers/store_%.c $(LIB_store) $(LIB_common) $(STO
 $(BUILD)/tests/test_search: tests/unit/test_search.c $(LIB_search) $(LIB_common)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ -lm $(CHECK_LIBS)
+# pool's tests link only pool and what pool needs (same reason).
+$(BUILD)/tests/test_pool: tests/unit/test_pool.c $(LIB_pool) $(LIB_sandbox) $(LIB_proto) $(LIB_common)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SECCOMP_LIBS) $(MSGPACK_LIBS) -lm $(CHECK_LIBS)
 # sandbox's tests and helpers link only sandbox and common (same reason).
 $(BUILD)/tests/test_sandbox: tests/unit/test_sandbox.c $(LIB_sandbox) $(LIB_common)
 	@mkdir -p $(dir $@)

@@ -1,5 +1,5 @@
 # A small KernelBench-format problem for the tests and benchmarks of
-# `stark run` that replay evaluations (40-run-resume.t, test_run.c's shape,
+# `stark run` that replay evaluations (40-run-resume.t, test_engine.c's shape,
 # scripts/bench-orchestrator): it is read, seeded and prompted, never run.
 # Row-wise sum and maximum, returned as a tuple.
 import torch

@@ -1,7 +1,8 @@
 /*
- * test_run.c -- unit tests of the run driver: the journal's event layout,
- * the replay providers' matching rules, and the durability contract of
- * run.c/rebuild.c.
+ * test_engine.c -- unit tests of engine/: the journal's event layout, the
+ * replay providers' matching rules, the files a run reads (templates,
+ * configuration), how roles reach their models, and the durability
+ * contract of the run files (run.c, agent.c, rebuild.c).
  *
  * The central test is "every prefix": a run is driven to its end with
  * replayed replies and results, then for every N the journal's first N
@@ -12,17 +13,9 @@
  * the prefix.  Other tests cover caps, SIGINT, repeated and fatal LLM
  * failures, and the metadata `stark list` reads.
  *
- * The "evalrun" case drives evaluations through the evaluator's zygote
- * (pool/pool.h), with the real stark-eval beside this test's folder: the
- * zygote's checks of what it receives, an evaluation lost with its zygote
- * and the restart, the deadline's kill through the report socket, cancel.
- * They are skipped where that stark-eval or an interpreter with torch is
- * missing.
- *
  * Stores live under /dev/shm when it exists (fsync there is cheap).
  */
 #include <check.h>
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -30,14 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "evaluator/evaluator.h"
-#include "pool/pool.h"
-#include "pool/pool_int.h"
 #include "engine/engine_int.h"
 
 #define PROBLEM                                                                                    \
@@ -68,7 +56,7 @@ static void mkstore(void)
 {
 	const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
 
-	snprintf(dir, sizeof(dir), "%s/stark-test-run.XXXXXX", base);
+	snprintf(dir, sizeof(dir), "%s/stark-test-engine.XXXXXX", base);
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	if (!getenv("STARK_PROMPTS"))
 		setenv("STARK_PROMPTS", "prompts", 1);
@@ -1231,527 +1219,11 @@ START_TEST(spend_per_model)
 }
 END_TEST
 
-/* ---- evaluations through the zygote ---------------------------------- */
-
-static char evaluator[PATH_MAX + 16];
-
-/* stark-eval beside our folder (it must be able to import torch, as
- * test_evaluator's interpreter must); a test without it says so and skips. */
-static bool have_evaluator(void)
+static Suite *engine_suite(void)
 {
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	char *slash;
-
-	if (n <= 0)
-		return false;
-	self[n] = '\0';
-	for (int i = 0; i < 2 && (slash = strrchr(self, '/')); i++)
-		*slash = '\0';
-	snprintf(evaluator, sizeof(evaluator), "%s/stark-eval", self);
-	if (access(evaluator, X_OK) == 0)
-		return true;
-	fprintf(stderr, "test_run: %s is not built: zygote test skipped\n", evaluator);
-	return false;
-}
-
-#define CAND_OK                                                                                    \
-	"import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"                    \
-	"    def __init__(self):\n        super().__init__()\n\n"                                  \
-	"    def forward(self, x):\n        return x * 2\n"
-#define CAND_HANG                                                                                  \
-	"import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"                    \
-	"    def __init__(self):\n        super().__init__()\n\n"                                  \
-	"    def forward(self, x):\n        while True:\n            pass\n"
-
-static void make_request(struct proto_request *rq, const char *cand, uint32_t wall_ms)
-{
-	proto_request_init(rq);
-	rq->id = str_dup("zyg-test");
-	rq->device = str_dup("cpu");
-	rq->format = str_dup("kernelbench");
-	rq->problem_name = str_dup("problem.py");
-	rq->problem_src = str_dup(PROBLEM);
-	rq->problem_len = strlen(PROBLEM);
-	rq->solution_name = str_dup("solution.py");
-	rq->solution_src = str_dup(cand);
-	rq->solution_len = strlen(cand);
-	rq->stage = PROTO_STAGE_ALL;
-	rq->trials = 1;
-	rq->timing = false;
-	rq->wall_ms = wall_ms;
-	rq->seed = 7;
-	ck_assert_ptr_nonnull(rq->solution_src);
-}
-
-/* Runs rq to its end through o; the result into rs. */
-static void run_to_end(const struct evalrun_opts *o, const struct proto_request *rq,
-		       struct proto_result *rs)
-{
-	proto_result_init(rs);
-	ck_assert_int_eq(evalrun_one(o, rq, rs, NULL), 0);
-}
-
-/* nvidia-smi's compute capabilities, GPU by GPU; anything else is no answer. */
-START_TEST(parse_caps)
-{
-	const char *text = "0, 9.0\n1, 10.0\r\n2, [N/A]\n 3 ,8.6 \n4, 9.0 extra\n5, 1000.0\n";
-	int ma = -1, mi = -1;
-
-	ck_assert_int_eq(evalrun_parse_caps(text, 0, &ma, &mi), 0);
-	ck_assert(ma == 9 && mi == 0);
-	ck_assert_int_eq(evalrun_parse_caps(text, 1, &ma, &mi), 0);
-	ck_assert(ma == 10 && mi == 0);
-	ck_assert_int_eq(evalrun_parse_caps(text, 3, &ma, &mi), 0);
-	ck_assert(ma == 8 && mi == 6);
-	ma = mi = -1;
-	ck_assert_int_eq(evalrun_parse_caps(text, 2, &ma, &mi), -1);
-	ck_assert_int_eq(evalrun_parse_caps(text, 4, &ma, &mi), -1);
-	ck_assert_int_eq(evalrun_parse_caps(text, 5, &ma, &mi), -1);
-	ck_assert_int_eq(evalrun_parse_caps(text, 6, &ma, &mi), -1);
-	ck_assert_int_eq(evalrun_parse_caps("", 0, &ma, &mi), -1);
-	ck_assert(ma == -1 && mi == -1);
-}
-END_TEST
-
-START_TEST(needs_compile)
-{
-	static const char *const yes[] = {
-		"from torch.utils.cpp_extension import load_inline\n",
-		"import torch.utils.cpp_extension as ce\n",
-		"m = load(name='x', sources=['a.cu'])\n",
-	};
-	static const char *const no[] = {
-		CAND_OK,
-		"import stark_cuda\nmod = stark_cuda.CudaModule(SRC)\n",
-		"",
-	};
-
-	for (size_t i = 0; i < ST_ARRAY_LEN(yes); i++)
-		ck_assert_msg(evalrun_needs_compile(yes[i], strlen(yes[i])), "%s", yes[i]);
-	for (size_t i = 0; i < ST_ARRAY_LEN(no); i++)
-		ck_assert_msg(!evalrun_needs_compile(no[i], strlen(no[i])), "%s", no[i]);
-	/* Only the first len bytes count. */
-	ck_assert(!evalrun_needs_compile(yes[0], 10));
-}
-END_TEST
-
-START_TEST(zygote_reports_checked)
-{
-	struct eval_zreport r, got;
-	int sv[2];
-
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
-	ck_assert_int_eq(evz_recv_report(sv[0], &got), 0); /* nothing yet */
-	memset(&r, 0, sizeof(r));
-	r.magic = EVAL_ZMAGIC;
-	r.version = EVAL_ZVERSION;
-	r.kind = EVAL_ZREP_ENDED;
-	r.how = SANDBOX_SECCOMP;
-	r.syscall_nr = 41;
-	snprintf(r.why, sizeof(r.why), "killed by seccomp: syscall socket");
-	ck_assert_int_eq(send(sv[1], &r, sizeof(r), 0), (ssize_t)sizeof(r));
-	ck_assert_int_eq(evz_recv_report(sv[0], &got), 1);
-	ck_assert_str_eq(got.why, "killed by seccomp: syscall socket");
-	ck_assert_int_eq(got.syscall_nr, 41);
-	/* Short, long, foreign, out of range, unterminated: refused. */
-	ck_assert_int_eq(send(sv[1], &r, sizeof(r) - 1, 0), (ssize_t)sizeof(r) - 1);
-	ck_assert_int_eq(evz_recv_report(sv[0], &got), ST_EPROTO);
-	{
-		char big[sizeof(r) + 8];
-
-		memcpy(big, &r, sizeof(r));
-		ck_assert_int_eq(send(sv[1], big, sizeof(big), 0), (ssize_t)sizeof(big));
-		ck_assert_int_eq(evz_recv_report(sv[0], &got), ST_EPROTO);
-	}
-	r.magic ^= 1;
-	ck_assert_int_eq(send(sv[1], &r, sizeof(r), 0), (ssize_t)sizeof(r));
-	ck_assert_int_eq(evz_recv_report(sv[0], &got), ST_EPROTO);
-	r.magic ^= 1;
-	r.kind = 7;
-	ck_assert_int_eq(send(sv[1], &r, sizeof(r), 0), (ssize_t)sizeof(r));
-	ck_assert_int_eq(evz_recv_report(sv[0], &got), ST_EPROTO);
-	r.kind = EVAL_ZREP_ENDED;
-	r.how = 99;
-	ck_assert_int_eq(send(sv[1], &r, sizeof(r), 0), (ssize_t)sizeof(r));
-	ck_assert_int_eq(evz_recv_report(sv[0], &got), ST_EPROTO);
-	r.how = 0;
-	r.layers = 1u << 20;
-	ck_assert_int_eq(send(sv[1], &r, sizeof(r), 0), (ssize_t)sizeof(r));
-	ck_assert_int_eq(evz_recv_report(sv[0], &got), ST_EPROTO);
-	r.layers = 0;
-	memset(r.why, 'x', sizeof(r.why));
-	ck_assert_int_eq(send(sv[1], &r, sizeof(r), 0), (ssize_t)sizeof(r));
-	ck_assert_int_eq(evz_recv_report(sv[0], &got), ST_EPROTO);
-	close(sv[1]);
-	ck_assert_int_eq(evz_recv_report(sv[0], &got), ST_EEOF);
-	close(sv[0]);
-}
-END_TEST
-
-/* A zygote started by hand on a socket of ours; its pid, its socket. */
-static pid_t raw_zygote(int *ctl)
-{
-	struct eval_zready ready;
-	int sv[2];
-	pid_t pid;
-
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-	pid = fork();
-	if (pid == 0) {
-		dup2(sv[1], 0);
-		execl(evaluator, evaluator, "--zygote", (char *)NULL);
-		_exit(127);
-	}
-	close(sv[1]);
-	ck_assert_int_eq(recv(sv[0], &ready, sizeof(ready), 0), (ssize_t)sizeof(ready));
-	ck_assert_int_eq(ready.magic, EVAL_ZMAGIC);
-	ck_assert_int_eq(ready.pid, pid);
-	/* Recorded, not required to be 1: a CUDA build of torch leaves
-	 * threads behind at import (16 on the H100 machine). */
-	ck_assert_uint_ge(ready.threads, 1);
-	*ctl = sv[0];
-	return pid;
-}
-
-/*
- * Sends len bytes of job with nfds descriptors attached, every one of them
- * the same end of a fresh report socket; the zygote's answer on it goes to
- * *r.  Returns recv's count (0: no answer, the descriptors closed).
- */
-static ssize_t send_raw_job(int ctl, const void *job, size_t len, int nfds,
-			    struct eval_zreport *r)
-{
-	char cbuf[CMSG_SPACE(sizeof(int) * (EVAL_ZFD_COUNT + 1))];
-	int fds[EVAL_ZFD_COUNT + 1], rs[2];
-	struct iovec iov = {.iov_base = (void *)job, .iov_len = len};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-			    .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds)};
-	struct cmsghdr *cm;
-	ssize_t n;
-
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, rs), 0);
-	for (int i = 0; i < nfds; i++)
-		fds[i] = rs[1];
-	memset(cbuf, 0, sizeof(cbuf));
-	cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-	memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
-	ck_assert_int_eq(sendmsg(ctl, &mh, 0), (ssize_t)len);
-	close(rs[1]);
-	memset(r, 0, sizeof(*r));
-	n = recv(rs[0], r, sizeof(*r), 0);
-	close(rs[0]);
-	return n;
-}
-
-static void expect_refused(int ctl, const struct eval_zjob *job, const char *why)
-{
-	struct eval_zreport r;
-
-	ck_assert_int_eq(send_raw_job(ctl, job, sizeof(*job), EVAL_ZFD_LOCK, &r),
-			 (ssize_t)sizeof(r));
-	ck_assert_int_eq(r.kind, EVAL_ZREP_ENDED);
-	ck_assert_int_eq(r.spawn_rc, ST_EPROTO);
-	ck_assert_msg(strstr(r.why, why), "%s", r.why);
-}
-
-START_TEST(zygote_refuses_bad_jobs)
-{
-	struct eval_zjob job, bad;
-	struct eval_zreport r;
-	int ctl, st;
-	pid_t pid;
-
-	if (!have_evaluator())
-		return;
-	pid = raw_zygote(&ctl);
-	memset(&job, 0, sizeof(job));
-	job.magic = EVAL_ZMAGIC;
-	job.version = EVAL_ZVERSION;
-	job.stage = EVAL_ZSTAGE_RUN;
-	job.wall_ms = 1000;
-	job.nbinds = 1;
-	snprintf(job.binds[0].src, EVAL_ZPATH, "/usr");
-	/* Too few descriptors: no report socket to answer on; all closed. */
-	ck_assert_int_eq(send_raw_job(ctl, &job, sizeof(job), EVAL_ZFD_REPORT, &r), 0);
-	/* Too many (a lock not announced), a short message, foreign bytes. */
-	ck_assert_int_eq(send_raw_job(ctl, &job, sizeof(job), EVAL_ZFD_COUNT, &r), (ssize_t)sizeof(r));
-	ck_assert_str_eq(r.why, "zygote: a job with the wrong number of descriptors");
-	ck_assert_int_eq(send_raw_job(ctl, &job, sizeof(job) - 8, EVAL_ZFD_LOCK, &r), (ssize_t)sizeof(r));
-	ck_assert_str_eq(r.why, "zygote: a message that is not a job of this version");
-	bad = job;
-	bad.magic = 0x12345678;
-	expect_refused(ctl, &bad, "not a job of this version");
-	bad = job;
-	bad.stage = 9;
-	expect_refused(ctl, &bad, "bad stage");
-	bad = job;
-	bad.nbinds = EVAL_ZBINDS + 1;
-	expect_refused(ctl, &bad, "bind count");
-	bad = job;
-	bad.flags = 1u << 7;
-	expect_refused(ctl, &bad, "flag");
-	bad = job;
-	snprintf(bad.binds[0].src, EVAL_ZPATH, "relative/path");
-	expect_refused(ctl, &bad, "bad bind");
-	bad = job;
-	memset(bad.binds[0].dst, 'x', EVAL_ZPATH);
-	expect_refused(ctl, &bad, "bad bind");
-	/* It survived them all, and leaves when its socket closes. */
-	ck_assert_int_eq(waitpid(pid, &st, WNOHANG), 0);
-	close(ctl);
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-}
-END_TEST
-
-/* Pids in the groups of our jails, stark-OURPID-* (other stark processes
- * on this machine have their own): under the parent the sandbox probed on
- * cgroup v2, else under our own group. */
-static size_t jail_tasks(pid_t *out, size_t max)
-{
-	char own[512] = "", line[600], path[1200], prefix[32];
-	size_t n = 0;
-	const char *parent = sandbox_cgroup_parent();
-	FILE *f = parent ? NULL : fopen("/proc/self/cgroup", "r");
-	DIR *d;
-	struct dirent *de;
-
-	if (parent)
-		snprintf(own, sizeof(own), "%s", parent);
-	/* v1: the pids hierarchy; else v2's unified one. */
-	while (f && fgets(line, sizeof(line), f)) {
-		char *c = strchr(line, ':'), *q = c ? strchr(c + 1, ':') : NULL;
-		bool v1 = c && q && !strncmp(c + 1, "pids:", 5);
-
-		if (v1 || (c && q && !strncmp(c, "::", 2) && !own[0])) {
-			snprintf(own, sizeof(own), "/sys/fs/cgroup%s%s", v1 ? "/pids" : "", q + 1);
-			own[strcspn(own, "\n")] = '\0';
-		}
-		if (v1)
-			break;
-	}
-	if (f)
-		fclose(f);
-	d = opendir(own);
-	while (d && (de = readdir(d))) {
-		FILE *p;
-		long pid;
-
-		snprintf(prefix, sizeof(prefix), "stark-%d-", (int)getpid());
-		if (strncmp(de->d_name, prefix, strlen(prefix)))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s/cgroup.procs", own, de->d_name);
-		p = fopen(path, "r");
-		while (p && n < max && fscanf(p, "%ld", &pid) == 1)
-			out[n++] = (pid_t)pid;
-		if (p)
-			fclose(p);
-	}
-	if (d)
-		closedir(d);
-	return n;
-}
-
-/* o (initialized, evaluator set) as the run jail `stark` would make:
- * $STARK_SANDBOX_BINDS bound (where torch lives outside /usr, as on the GPU
- * machine), cache a read-only directory of its own. */
-static void run_jail(struct evalrun_opts *o, struct evalrun_binds *b, char *cache)
-{
-	struct evalrun_opts compile;
-
-	ck_assert_ptr_nonnull(mkdtemp(cache));
-	evalrun_opts_init(&compile);
-	compile.evaluator = o->evaluator;
-	evalrun_jail_opts(&compile, o, cache, "cpu", false, b);
-}
-
-START_TEST(zygote_lost_then_restarted)
-{
-	struct evalrun_zygote *z;
-	struct evalrun_zygote_stats st1, st2;
-	struct evalrun_opts o;
-	struct evalrun_binds binds;
-	char cache[] = "/tmp/stark-test-cache.XXXXXX";
-	struct evalrun *er;
-	struct proto_request rq;
-	struct proto_result rs;
-	int rc;
-
-	if (!have_evaluator())
-		return;
-	ck_assert_int_eq(evalrun_zygote_start(evaluator, NULL, &z), 0);
-	evalrun_zygote_stats(z, &st1);
-	ck_assert_int_gt(st1.pid, 0);
-	ck_assert_uint_eq(st1.starts, 1);
-	evalrun_opts_init(&o);
-	o.evaluator = evaluator;
-	run_jail(&o, &binds, cache);
-	o.zygote = z;
-	make_request(&rq, CAND_HANG, 60000);
-	ck_assert_int_eq(evalrun_start(&o, &rq, &er), 0);
-	ck_assert_int_eq(evalrun_poll(er, 1500), 0);
-	ck_assert_int_eq(kill(st1.pid, SIGKILL), 0);
-	while ((rc = evalrun_poll(er, -1)) == 0)
-		;
-	proto_result_init(&rs);
-	ck_assert_int_eq(evalrun_finish(er, &rs, NULL), 0);
-	evalrun_free(er);
-	ck_assert_int_eq(rs.status, PROTO_ST_ERROR);
-	ck_assert_msg(strstr(rs.message, "the evaluation was lost: the evaluator's zygote") &&
-			  strstr(rs.message, "killed by signal 9"),
-		      "%s", rs.message);
-	proto_result_release(&rs);
-	/* The next evaluation starts another zygote, and succeeds. */
-	proto_request_release(&rq);
-	make_request(&rq, CAND_OK, 60000);
-	run_to_end(&o, &rq, &rs);
-	ck_assert_msg(rs.status == PROTO_ST_CORRECT, "%s", rs.message);
-	evalrun_zygote_stats(z, &st2);
-	ck_assert_uint_eq(st2.starts, 2);
-	ck_assert_int_ne(st2.pid, st1.pid);
-	proto_result_release(&rs);
-	proto_request_release(&rq);
-	evalrun_zygote_free(z);
-	rmdir(cache);
-	ck_assert_int_ne(kill(st2.pid, 0), 0);
-}
-END_TEST
-
-START_TEST(zygote_deadline_and_cancel)
-{
-	struct evalrun_zygote *z;
-	struct evalrun_opts o;
-	struct evalrun_binds binds;
-	char cache[] = "/tmp/stark-test-cache.XXXXXX";
-	struct evalrun *er;
-	struct proto_request rq;
-	struct proto_result rs;
-	pid_t tasks[64];
-	size_t n;
-	uint64_t t0;
-
-	if (!have_evaluator())
-		return;
-	ck_assert_int_eq(evalrun_zygote_start(evaluator, NULL, &z), 0);
-	evalrun_opts_init(&o);
-	o.evaluator = evaluator;
-	run_jail(&o, &binds, cache);
-	o.zygote = z;
-	o.grace_ms = 1000;
-	/* Deadline: every process of the jail stopped, so only the
-	 * orchestrator's deadline can end it -- by a kill the monitor does. */
-	make_request(&rq, CAND_OK, 3000);
-	ck_assert_int_eq(evalrun_start(&o, &rq, &er), 0);
-	n = jail_tasks(tasks, 64);
-	ck_assert_uint_gt(n, 0);
-	for (size_t i = 0; i < n; i++)
-		kill(tasks[i], SIGSTOP);
-	t0 = clock_mono_ns();
-	while (evalrun_poll(er, -1) == 0)
-		;
-	proto_result_init(&rs);
-	ck_assert_int_eq(evalrun_finish(er, &rs, NULL), 0);
-	evalrun_free(er);
-	ck_assert_int_eq(rs.status, PROTO_ST_TIMEOUT);
-	ck_assert_msg(strstr(rs.message, "did not finish within its wall-clock limit of 3 s (plus 1 s grace)"),
-		      "%s", rs.message);
-	ck_assert_uint_lt(clock_mono_ns() - t0, 6000000000ull);
-	ck_assert_uint_eq(jail_tasks(tasks, 64), 0);
-	proto_result_release(&rs);
-	/* Cancel: ends at once as "error", nothing of the jail left. */
-	proto_request_release(&rq);
-	make_request(&rq, CAND_HANG, 60000);
-	ck_assert_int_eq(evalrun_start(&o, &rq, &er), 0);
-	ck_assert_int_eq(evalrun_poll(er, 1000), 0);
-	t0 = clock_mono_ns();
-	evalrun_cancel(er);
-	proto_result_init(&rs);
-	ck_assert_int_eq(evalrun_finish(er, &rs, NULL), 0);
-	evalrun_free(er);
-	ck_assert_uint_lt(clock_mono_ns() - t0, 2000000000ull);
-	ck_assert_int_eq(rs.status, PROTO_ST_ERROR);
-	ck_assert_str_eq(rs.message, "the evaluation was canceled");
-	ck_assert_uint_eq(jail_tasks(tasks, 64), 0);
-	/* The zygote is as good as before. */
-	proto_result_release(&rs);
-	proto_request_release(&rq);
-	make_request(&rq, CAND_OK, 60000);
-	run_to_end(&o, &rq, &rs);
-	ck_assert_msg(rs.status == PROTO_ST_CORRECT, "%s", rs.message);
-	proto_result_release(&rs);
-	proto_request_release(&rq);
-	evalrun_zygote_free(z);
-	rmdir(cache);
-}
-END_TEST
-
-/* A result is taken when its frame is in, not when the jail is gone: the
- * referee waits for its workers after it sends the result.  What is still
- * ending is the zygote's to see end (evalrun_zygote_settle), and
- * evalrun_zygote_free() leaves nothing behind. */
-START_TEST(zygote_result_before_end)
-{
-	struct evalrun_zygote *z;
-	struct evalrun_opts o;
-	struct evalrun_binds binds;
-	struct evalrun_info info;
-	char cache[] = "/tmp/stark-test-cache.XXXXXX";
-	struct evalrun *er;
-	struct proto_request rq;
-	struct proto_result rs;
-	pid_t tasks[64];
-	unsigned early = 0;
-
-	if (!have_evaluator())
-		return;
-	ck_assert_int_eq(evalrun_zygote_start(evaluator, NULL, &z), 0);
-	evalrun_opts_init(&o);
-	o.evaluator = evaluator;
-	run_jail(&o, &binds, cache);
-	o.zygote = z;
-	make_request(&rq, CAND_OK, 60000);
-	for (int i = 0; i < 3; i++) {
-		ck_assert_int_eq(evalrun_start(&o, &rq, &er), 0);
-		while (evalrun_poll(er, -1) == 0)
-			;
-		proto_result_init(&rs);
-		evalrun_info_init(&info);
-		ck_assert_int_eq(evalrun_finish(er, &rs, &info), 0);
-		evalrun_free(er);
-		ck_assert_msg(rs.status == PROTO_ST_CORRECT, "%s", rs.message);
-		ck_assert(info.got_result);
-		/* Not ended: no exit status to report, and what it printed
-		 * before its result is kept all the same. */
-		if (!info.ended) {
-			early++;
-			ck_assert_int_eq(info.exit.how, SANDBOX_EXITED);
-			ck_assert_int_eq(info.exit.sig, 0);
-		}
-		evalrun_info_release(&info);
-		proto_result_release(&rs);
-		if (i == 0) {
-			ck_assert_uint_eq(evalrun_zygote_settle(z, 10000), 0);
-			ck_assert_uint_eq(jail_tasks(tasks, 64), 0);
-		}
-	}
-	fprintf(stderr, "test_run: %u of 3 results came before their jails ended\n", early);
-	/* The last two may still be ending: freeing the zygote waits. */
-	evalrun_zygote_free(z);
-	ck_assert_uint_eq(jail_tasks(tasks, 64), 0);
-	proto_request_release(&rq);
-	rmdir(cache);
-}
-END_TEST
-
-static Suite *run_suite(void)
-{
-	Suite *s = suite_create("run");
+	Suite *s = suite_create("engine");
 	TCase *j = tcase_create("journal"), *p = tcase_create("replay"),
-	      *d = tcase_create("driver"), *e;
+	      *d = tcase_create("driver");
 
 	tcase_add_test(j, journal_layout);
 	tcase_add_test(j, journal_head_scan);
@@ -1775,22 +1247,12 @@ static Suite *run_suite(void)
 	suite_add_tcase(s, j);
 	suite_add_tcase(s, p);
 	suite_add_tcase(s, d);
-	e = tcase_create("evalrun");
-	tcase_set_timeout(e, 120);
-	tcase_add_test(e, parse_caps);
-	tcase_add_test(e, needs_compile);
-	tcase_add_test(e, zygote_reports_checked);
-	tcase_add_test(e, zygote_refuses_bad_jobs);
-	tcase_add_test(e, zygote_lost_then_restarted);
-	tcase_add_test(e, zygote_deadline_and_cancel);
-	tcase_add_test(e, zygote_result_before_end);
-	suite_add_tcase(s, e);
 	return s;
 }
 
 int main(void)
 {
-	SRunner *sr = srunner_create(run_suite());
+	SRunner *sr = srunner_create(engine_suite());
 	int failed;
 
 	srunner_run_all(sr, CK_NORMAL);
