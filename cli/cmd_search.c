@@ -68,28 +68,6 @@ static bool opt_value(int argc, char **argv, int *i, const char *name, const cha
 	return true;
 }
 
-/* Creates dir and its parents (mode 0700 for what it creates). */
-static int mkdir_p(const char *dir)
-{
-	char buf[PROTO_PATH_MAX];
-	size_t n = strlen(dir);
-
-	if (n >= sizeof(buf))
-		return ST_ETOOBIG;
-	memcpy(buf, dir, n + 1);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0700) && errno != EEXIST)
-			return ST_ESYS;
-		*p = '/';
-	}
-	if (mkdir(buf, 0700) && errno != EEXIST)
-		return ST_ESYS;
-	return ST_OK;
-}
-
 static int open_store(const char *dir, struct store **st)
 {
 	char def[PROTO_PATH_MAX];
@@ -102,7 +80,7 @@ static int open_store(const char *dir, struct store **st)
 			    "no store folder: set STARK_STORE or HOME, or pass --store DIR");
 		dir = def;
 	}
-	if (mkdir_p(dir))
+	if (io_mkdir_p(dir))
 		return stark_error(CLI_FAILURE, "store %s: cannot create the folder: %s", dir,
 				   strerror(errno));
 	rc = store_open(dir, st);
@@ -740,32 +718,42 @@ static int show_node(struct run *r, long node, bool json)
 	return rc || ferror(stdout) ? CLI_FAILURE : CLI_OK;
 }
 
+/*
+ * The store and the run a names, the run loaded to be read (no lock): 0,
+ * or a CLI_* status with the message printed.  *st and *r are the
+ * caller's to free either way (NULL when not opened).
+ */
+static int open_run(const struct common_args *a, struct store **st, struct run **r)
+{
+	char err[ERR_MAX];
+	int rc = open_store(a->store, st);
+
+	if (rc)
+		return rc;
+	rc = run_load(*st, a->id, false, r, err, sizeof(err));
+	if (rc) {
+		stark_warn("%s", err);
+		return rc == ST_ENOENT || rc == ST_EINVAL ? CLI_USAGE : CLI_FAILURE;
+	}
+	return CLI_OK;
+}
+
 int cmd_show(int argc, char **argv)
 {
 	struct common_args a = {0};
 	struct store *st = NULL;
 	struct run *r = NULL;
-	char err[ERR_MAX];
 	int rc;
 
 	rc = parse_common(argc, argv, &a, ARG_JSON | ARG_NODE,
 			  "stark show RUN_ID [--node N] [--json] [--store DIR]");
 	if (rc)
 		return rc;
-	rc = open_store(a.store, &st);
-	if (rc)
-		return rc;
-	rc = run_load(st, a.id, false, &r, err, sizeof(err));
-	if (rc) {
-		stark_warn("%s", err);
-		rc = rc == ST_ENOENT || rc == ST_EINVAL ? CLI_USAGE : CLI_FAILURE;
-		goto out_close;
-	}
-	if (a.node >= 0)
+	rc = open_run(&a, &st, &r);
+	if (!rc && a.node >= 0)
 		rc = show_node(r, a.node, a.json);
-	else
+	else if (!rc)
 		rc = show_run(r, a.json, stdout) ? CLI_FAILURE : CLI_OK;
-out_close:
 	run_free(r);
 	store_close(st);
 	return rc;
@@ -784,15 +772,9 @@ int cmd_export(int argc, char **argv)
 			  "--results | --journal] [--store DIR]");
 	if (rc)
 		return rc;
-	rc = open_store(a.store, &st);
+	rc = open_run(&a, &st, &r);
 	if (rc)
-		return rc;
-	rc = run_load(st, a.id, false, &r, err, sizeof(err));
-	if (rc) {
-		stark_warn("%s", err);
-		rc = rc == ST_ENOENT || rc == ST_EINVAL ? CLI_USAGE : CLI_FAILURE;
 		goto out_close;
-	}
 	if (!strcmp(a.what, "code"))
 		rc = export_code(r, a.node, a.out, err, sizeof(err));
 	else

@@ -38,40 +38,11 @@ static json_t *str_or_null(const char *s)
 	return s && *s ? json_string(s) : json_null();
 }
 
-/* Length of the valid UTF-8 sequence at p (1-4), or 0. */
-static size_t utf8_seq(const unsigned char *p, size_t left)
-{
-	size_t n;
-	uint32_t cp;
-
-	if (p[0] >= 0x20 && p[0] < 0x80)
-		return 1;
-	if (p[0] == '\n' || p[0] == '\t' || p[0] == '\r')
-		return 1;
-	if (p[0] < 0xc2 || p[0] > 0xf4)
-		return 0;
-	n = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : 2;
-	if (n > left)
-		return 0;
-	cp = p[0] & (0x7f >> n);
-	for (size_t i = 1; i < n; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (p[i] & 0x3f);
-	}
-	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return n;
-}
-
 /* The last n bytes of captured output as a JSON string: control bytes and
  * invalid UTF-8 (candidates print anything) become '?'. */
 static json_t *tail(const char *p, size_t len, size_t n)
 {
-	const unsigned char *s;
 	char *copy;
-	size_t k = 0;
 	json_t *j;
 
 	if (!p || !len)
@@ -83,20 +54,13 @@ static json_t *tail(const char *p, size_t len, size_t n)
 	copy = malloc(len + 1);
 	if (!copy)
 		return json_null();
-	s = (const unsigned char *)p;
-	for (size_t i = 0; i < len;) {
-		size_t q = utf8_seq(s + i, len - i);
-
-		if (q == 0) {
-			copy[k++] = '?';
-			i++;
-			continue;
-		}
-		memcpy(copy + k, s + i, q);
-		k += q;
-		i += q;
-	}
-	j = json_stringn(copy, k);
+	memcpy(copy, p, len);
+	str_utf8_sanitize(copy, len);
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)copy[i] < 0x20 && copy[i] != '\n' && copy[i] != '\t' &&
+		    copy[i] != '\r')
+			copy[i] = '?';
+	j = json_stringn(copy, len);
 	free(copy);
 	return j ? j : json_null();
 }

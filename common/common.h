@@ -76,6 +76,9 @@ ST_WUR int io_write_full(int fd, const void *buf, size_t n);
 ST_WUR int io_read_file(const char *path, size_t max, struct dbuf *out);
 /* Writes a file atomically (tmp + fsync + rename). */
 ST_WUR int io_write_file_atomic(const char *path, const void *data, size_t n);
+/* Creates path and its missing parents, mode 0700 for what it creates
+ * (mkdir -p); ST_ESYS or ST_ETOOBIG with errno set. */
+ST_WUR int io_mkdir_p(const char *path);
 /* Closes every descriptor >= lowfd (close_range, with a fallback). */
 void io_close_from(int lowfd);
 /* Monotonic clock in nanoseconds. */
@@ -100,5 +103,10 @@ char *str_dup(const char *s);
 /* Parses a decimal unsigned integer in [min, max]; ST_EINVAL otherwise. */
 ST_WUR int str_to_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 ST_WUR int str_to_double(const char *s, double *out);
+/* Whether s[0..n) is well-formed UTF-8 (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF) without NUL bytes. */
+bool str_utf8_valid(const char *s, size_t n);
+/* Replaces NUL bytes and invalid UTF-8 in s[0..n) with '?', in place. */
+void str_utf8_sanitize(char *s, size_t n);
 
 #endif

@@ -192,6 +192,29 @@ int io_write_file_atomic(const char *path, const void *data, size_t n)
 	return rc;
 }
 
+int io_mkdir_p(const char *path)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n >= sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return ST_ETOOBIG;
+	}
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+			return ST_ESYS;
+		*p = '/';
+	}
+	if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+		return ST_ESYS;
+	return ST_OK;
+}
+
 void io_close_from(int lowfd)
 {
 #ifdef SYS_close_range
@@ -248,4 +271,58 @@ int str_to_double(const char *s, double *out)
 		return ST_EINVAL;
 	*out = v;
 	return 0;
+}
+
+/* Length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong
+ * forms, no surrogates, nothing above U+10FFFF), or 0; NUL counts as bad. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0];
+	size_t len;
+
+	if (c < 0x80)
+		return c ? 1 : 0;
+	if (c < 0xc2 || c > 0xf4)
+		return 0;
+	len = c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0) ||
+	    (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))
+		return 0;
+	return len;
+}
+
+bool str_utf8_valid(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t k;
+
+	while (n) {
+		k = utf8_seq(p, n);
+		if (!k)
+			return false;
+		p += k;
+		n -= k;
+	}
+	return true;
+}
+
+void str_utf8_sanitize(char *s, size_t n)
+{
+	unsigned char *p = (unsigned char *)s;
+	size_t k;
+
+	while (n) {
+		k = utf8_seq(p, n);
+		if (!k) {
+			*p = '?';
+			k = 1;
+		}
+		p += k;
+		n -= k;
+	}
 }

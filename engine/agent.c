@@ -40,43 +40,6 @@ struct retry_turn {
 	const char *complaint;
 };
 
-/* Replaces invalid UTF-8 and NUL bytes with '?', so the text journals as
- * a JSON string and reads back byte for byte. */
-static void text_clean(char *s, size_t n)
-{
-	size_t i = 0;
-
-	while (i < n) {
-		unsigned char c = (unsigned char)s[i];
-		size_t len = c < 0x80	      ? 1
-			     : (c >> 5) == 6  ? 2
-			     : (c >> 4) == 14 ? 3
-			     : (c >> 3) == 30 ? 4
-					      : 0;
-		bool ok = len > 0 && i + len <= n && c != 0;
-
-		for (size_t j = 1; ok && j < len; j++)
-			ok = ((unsigned char)s[i + j] & 0xc0) == 0x80;
-		if (ok && len == 2 && c < 0xc2)
-			ok = false;
-		if (ok && len == 3) {
-			unsigned char d = (unsigned char)s[i + 1];
-
-			ok = !(c == 0xe0 && d < 0xa0) && !(c == 0xed && d >= 0xa0);
-		}
-		if (ok && len == 4) {
-			unsigned char d = (unsigned char)s[i + 1];
-
-			ok = c <= 0xf4 && !(c == 0xf0 && d < 0x90) && !(c == 0xf4 && d >= 0x90);
-		}
-		if (!ok) {
-			s[i++] = '?';
-			continue;
-		}
-		i += len;
-	}
-}
-
 /* ---- agent calls ---- */
 
 static const char *model_for(const struct run *r, enum search_role role)
@@ -383,13 +346,13 @@ static int record_reply(struct run *r, const char *key, enum search_role role,
 	int rc;
 
 	if (reply->text)
-		text_clean(reply->text, strlen(reply->text));
+		str_utf8_sanitize(reply->text, strlen(reply->text));
 	if (reply->raw)
-		text_clean(reply->raw, reply->raw_len);
+		str_utf8_sanitize(reply->raw, reply->raw_len);
 	reply->error[sizeof(reply->error) - 1] = '\0';
-	text_clean(reply->error, strlen(reply->error));
+	str_utf8_sanitize(reply->error, strlen(reply->error));
 	reply->param[sizeof(reply->param) - 1] = '\0';
-	text_clean(reply->param, strlen(reply->param));
+	str_utf8_sanitize(reply->param, strlen(reply->param));
 	tl = reply->text ? strlen(reply->text) : 0;
 	route_price(&r->cfg, role, model, &pin, &pout);
 	usd = (double)reply->tokens_in * pin / 1e6 + (double)reply->tokens_out * pout / 1e6;

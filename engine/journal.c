@@ -126,20 +126,26 @@ static size_t head_len(const void *data, size_t len)
 	return nl ? (size_t)(nl - (const char *)data) : len;
 }
 
-int jr_parse_head(const void *data, size_t len, json_t **head)
+/* A JSON object from n bytes at p, as a new reference; ST_EPROTO for
+ * anything else (duplicate keys included). */
+static int load_object(const char *p, size_t n, json_t **out)
 {
 	json_error_t jerr;
-	json_t *o;
+	json_t *o = json_loadb(p, n, JSON_REJECT_DUPLICATES, &jerr);
 
-	o = json_loadb(data, head_len(data, len), JSON_REJECT_DUPLICATES, &jerr);
 	if (!o)
 		return ST_EPROTO;
 	if (!json_is_object(o)) {
 		json_decref(o);
 		return ST_EPROTO;
 	}
-	*head = o;
+	*out = o;
 	return ST_OK;
+}
+
+int jr_parse_head(const void *data, size_t len, json_t **head)
+{
+	return load_object(data, head_len(data, len), head);
 }
 
 /* The body's extent, [*off, *off + *n), given the parsed head. */
@@ -186,8 +192,7 @@ int jr_blob(const void *data, size_t len, const json_t *head, const char **blob,
 
 int jr_parse_body(const void *data, size_t len, json_t **body)
 {
-	json_t *head = NULL, *o;
-	json_error_t jerr;
+	json_t *head = NULL;
 	size_t off, n;
 	int rc;
 
@@ -198,15 +203,7 @@ int jr_parse_body(const void *data, size_t len, json_t **body)
 	json_decref(head);
 	if (rc || !n)
 		return rc;
-	o = json_loadb((const char *)data + off, n, JSON_REJECT_DUPLICATES, &jerr);
-	if (!o)
-		return ST_EPROTO;
-	if (!json_is_object(o)) {
-		json_decref(o);
-		return ST_EPROTO;
-	}
-	*body = o;
-	return ST_OK;
+	return load_object((const char *)data + off, n, body);
 }
 
 struct read_one {

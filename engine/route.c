@@ -22,19 +22,6 @@ static const char *const own_members[] = {
     "stream",
 };
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) ST_PRINTF(3, 4);
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return ST_EINVAL;
-}
-
 int route_of(const struct search_config *cfg, const char *llm, const char *model,
 	     enum search_role role, struct route *out, char *err, size_t errlen)
 {
@@ -43,8 +30,8 @@ int route_of(const struct search_config *cfg, const char *llm, const char *model
 
 	memset(out, 0, sizeof(*out));
 	if (!e || !*e)
-		return fail(err, errlen, "role %s has no llm: pass --llm or set llm.%s", name,
-			    name);
+		return stark_errbuf(err, errlen, ST_EINVAL,
+				    "role %s has no llm: pass --llm or set llm.%s", name, name);
 	if (str_starts(e, "openai:") && e[7]) {
 		out->api = LLM_OPENAI;
 		out->base_url = e + 7;
@@ -52,15 +39,17 @@ int route_of(const struct search_config *cfg, const char *llm, const char *model
 		out->api = LLM_ANTHROPIC;
 		out->base_url = e + 10;
 	} else {
-		return fail(err, errlen,
-			    "role %s: llm '%s' is not openai:BASE_URL or anthropic:BASE_URL%s",
-			    name, e, cfg->llm[role][0] ? " (llm.ROLE cannot be replay:)" : "");
+		return stark_errbuf(
+		    err, errlen, ST_EINVAL,
+		    "role %s: llm '%s' is not openai:BASE_URL or anthropic:BASE_URL%s", name, e,
+		    cfg->llm[role][0] ? " (llm.ROLE cannot be replay:)" : "");
 	}
 	out->endpoint = e;
 	out->model = cfg->model[role][0] ? cfg->model[role] : model;
 	if (!out->model || !*out->model)
-		return fail(err, errlen, "role %s has no model: pass --model or set model.%s", name,
-			    name);
+		return stark_errbuf(err, errlen, ST_EINVAL,
+				    "role %s has no model: pass --model or set model.%s", name,
+				    name);
 	return 0;
 }
 
@@ -96,14 +85,15 @@ static int check_extra(const char *extra, const char *role, char *err, size_t er
 	x = json_loads(extra, JSON_REJECT_DUPLICATES, &je);
 	if (!json_is_object(x)) {
 		json_decref(x);
-		return fail(err, errlen, "extra_body.%s must be a JSON object (%s)", role,
-			    je.text[0] ? je.text : "it is not an object");
+		return stark_errbuf(err, errlen, ST_EINVAL,
+				    "extra_body.%s must be a JSON object (%s)", role,
+				    je.text[0] ? je.text : "it is not an object");
 	}
 	json_object_foreach(x, k, v)
 	{
 		if (own_member(k)) {
-			rc = fail(
-			    err, errlen,
+			rc = stark_errbuf(
+			    err, errlen, ST_EINVAL,
 			    "extra_body.%s sets '%s', which stark sets itself (use the keys "
 			    "temperature, max_tokens, token_field, reasoning_effort, thinking)",
 			    role, k);
@@ -123,25 +113,28 @@ static int check_role(const struct search_config *cfg, const struct route *rt,
 	double t = cfg->temperature[role];
 
 	if (rt->api == LLM_OPENAI && th != THINKING_OFF)
-		return fail(err, errlen,
-			    "thinking.%s is Anthropic's; an OpenAI-compatible server takes "
-			    "reasoning_effort.%s (or a switch of its own in extra_body.%s): set "
-			    "thinking.%s = off",
-			    n, n, n, n);
+		return stark_errbuf(
+		    err, errlen, ST_EINVAL,
+		    "thinking.%s is Anthropic's; an OpenAI-compatible server takes "
+		    "reasoning_effort.%s (or a switch of its own in extra_body.%s): set "
+		    "thinking.%s = off",
+		    n, n, n, n);
 	if (rt->api == LLM_ANTHROPIC && cfg->token_field[role] != TOKEN_FIELD_MAX_TOKENS)
-		return fail(err, errlen,
-			    "token_field.%s = max_completion_tokens is OpenAI's; Anthropic takes "
-			    "max_tokens: set token_field.%s = max_tokens",
-			    n, n);
+		return stark_errbuf(
+		    err, errlen, ST_EINVAL,
+		    "token_field.%s = max_completion_tokens is OpenAI's; Anthropic takes "
+		    "max_tokens: set token_field.%s = max_tokens",
+		    n, n);
 	if (rt->api == LLM_ANTHROPIC && th != THINKING_OFF && th != THINKING_ADAPTIVE &&
 	    th >= cfg->max_tokens[role])
-		return fail(err, errlen,
-			    "thinking.%s = %u must be below max_tokens.%s = %u (Anthropic counts "
-			    "the thinking within max_tokens): raise max_tokens.%s",
-			    n, th, n, cfg->max_tokens[role], n);
+		return stark_errbuf(
+		    err, errlen, ST_EINVAL,
+		    "thinking.%s = %u must be below max_tokens.%s = %u (Anthropic counts "
+		    "the thinking within max_tokens): raise max_tokens.%s",
+		    n, th, n, cfg->max_tokens[role], n);
 	if (rt->api == LLM_ANTHROPIC && th != THINKING_OFF && t != TEMPERATURE_NONE && t != 1.0)
-		return fail(
-		    err, errlen,
+		return stark_errbuf(
+		    err, errlen, ST_EINVAL,
 		    "temperature.%s = %g with thinking.%s on: Anthropic takes no temperature "
 		    "but 1 with thinking: set temperature.%s = none",
 		    n, t, n, n);

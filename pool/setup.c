@@ -288,24 +288,6 @@ out_free:
 	return rc;
 }
 
-/* mkdir -p for a path we own, mode 0700 for what we create. */
-static int make_dirs(char *path)
-{
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(path, 0700) < 0 && errno != EEXIST) {
-			*p = '/';
-			return -1;
-		}
-		*p = '/';
-	}
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
-		return -1;
-	return 0;
-}
-
 int evalrun_default_cache(char *buf, size_t len, char *err, size_t errlen)
 {
 	const char *env = getenv("STARK_CACHE"), *xdg = getenv("XDG_CACHE_HOME");
@@ -330,7 +312,7 @@ int evalrun_default_cache(char *buf, size_t len, char *err, size_t errlen)
 		snprintf(err, errlen, "build cache '%s' is not an absolute path", buf);
 		return ST_EINVAL;
 	}
-	if (make_dirs(buf) < 0) {
+	if (io_mkdir_p(buf)) {
 		snprintf(err, errlen, "cannot create build cache '%s': %s", buf, strerror(errno));
 		return ST_EIO;
 	}

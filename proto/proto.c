@@ -1,9 +1,8 @@
 /*
  * proto.c -- what every file of proto/ stands on: status names, the
  * messages' defaults (init), the capped setters the evaluator fills a
- * result with, and the small text helpers the schema, the encoder and the
- * decoder share: UTF-8 validation and repair, and quoting hostile text for
- * messages.  It calls nothing else of proto/: releasing and checking a
+ * result with, and quoting hostile text for messages, which the schema,
+ * the encoder and the decoder share.  It calls nothing else of proto/: releasing and checking a
  * message walk its schema table (schema.c), encoding and decoding are
  * encode.c's and decode.c's.
  */
@@ -84,7 +83,7 @@ static char *dup_clean(const char *s, size_t n)
 		return NULL;
 	memcpy(p, s, n);
 	p[n] = '\0';
-	proto_utf8_sanitize(p, n);
+	str_utf8_sanitize(p, n);
 	return p;
 }
 
@@ -104,7 +103,7 @@ int proto_result_set_message(struct proto_result *rs, const char *fmt, ...)
 		free(s);
 		return ST_EINVAL;
 	}
-	proto_utf8_sanitize(s, strlen(s));
+	str_utf8_sanitize(s, strlen(s));
 	shrunk = realloc(s, strlen(s) + 1);
 	free(rs->message);
 	rs->message = shrunk ? shrunk : s;
@@ -133,7 +132,7 @@ int proto_result_set_log(struct proto_result *rs, const void *data, size_t n)
 	k = snprintf(s + head, room + 1, "\n[... %zu bytes cut ...]\n", n - head - tail);
 	memcpy(s + head + (size_t)k, (const char *)data + n - tail, tail);
 	s[head + (size_t)k + tail] = '\0';
-	proto_utf8_sanitize(s, head + (size_t)k + tail);
+	str_utf8_sanitize(s, head + (size_t)k + tail);
 out_set:
 	free(rs->log);
 	rs->log = s;
@@ -201,72 +200,6 @@ out_nomem:
 	free(key);
 	free(val);
 	return ST_ENOMEM;
-}
-
-int proto_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
-
-/* Length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong
- * forms, no surrogates, nothing above U+10FFFF), or 0; NUL counts as bad. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-	unsigned char c = s[0];
-	size_t len;
-
-	if (c < 0x80)
-		return c ? 1 : 0;
-	if (c < 0xc2 || c > 0xf4)
-		return 0;
-	len = c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
-	if (n < len)
-		return 0;
-	for (size_t i = 1; i < len; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0) ||
-	    (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))
-		return 0;
-	return len;
-}
-
-bool proto_utf8_valid(const char *s, size_t n)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	size_t k;
-
-	while (n) {
-		k = utf8_seq(p, n);
-		if (!k)
-			return false;
-		p += k;
-		n -= k;
-	}
-	return true;
-}
-
-void proto_utf8_sanitize(char *s, size_t n)
-{
-	unsigned char *p = (unsigned char *)s;
-	size_t k;
-
-	while (n) {
-		k = utf8_seq(p, n);
-		if (!k) {
-			*p = '?';
-			k = 1;
-		}
-		p += k;
-		n -= k;
-	}
 }
 
 void proto_quote(char *dst, size_t dstlen, const void *s, size_t n)

@@ -56,11 +56,6 @@ void proto_free_fields(const struct proto_schema *s, void *obj);
 size_t proto_src_len(const char *s, size_t len);
 
 /* proto.c */
-/* Writes a message to err (if any) and returns rc. */
-int proto_fail(char *err, size_t errlen, int rc, const char *fmt, ...) ST_PRINTF(4, 5);
-bool proto_utf8_valid(const char *s, size_t n);
-/* Replaces NUL bytes and invalid UTF-8 in s[0..n) with '?'. */
-void proto_utf8_sanitize(char *s, size_t n);
 /* Writes at most 40 bytes of s[0..n) into dst as printable ASCII,
  * escaping the rest as \xNN, for error messages about hostile text. */
 void proto_quote(char *dst, size_t dstlen, const void *s, size_t n);

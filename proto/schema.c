@@ -113,32 +113,35 @@ static int check_text(const char *what, const char *s, uint64_t cap, bool nonemp
 	size_t n = s ? strlen(s) : 0;
 
 	if (nonempty && !n)
-		return proto_fail(err, errlen, ST_EINVAL, "%s: empty", what);
+		return stark_errbuf(err, errlen, ST_EINVAL, "%s: empty", what);
 	if (n > cap)
-		return proto_fail(err, errlen, ST_ETOOBIG, "%s: %zu bytes, at most %" PRIu64,
-				  what, n, cap);
-	if (!proto_utf8_valid(s, n))
-		return proto_fail(err, errlen, ST_EINVAL, "%s: not valid utf-8", what);
+		return stark_errbuf(err, errlen, ST_ETOOBIG, "%s: %zu bytes, at most %" PRIu64,
+				    what, n, cap);
+	if (!str_utf8_valid(s, n))
+		return stark_errbuf(err, errlen, ST_EINVAL, "%s: not valid utf-8", what);
 	return 0;
 }
 
 static int check_uint(const struct proto_field *f, uint64_t v, char *err, size_t errlen)
 {
 	if (v < f->min || v > f->max)
-		return proto_fail(err, errlen, ST_EINVAL,
-				  "field \"%s\": %" PRIu64 " is out of range %" PRIu64 "..%" PRIu64,
-				  f->key, v, f->min, f->max);
+		return stark_errbuf(err, errlen, ST_EINVAL,
+				    "field \"%s\": %" PRIu64 " is out of range %" PRIu64
+				    "..%" PRIu64,
+				    f->key, v, f->min, f->max);
 	return 0;
 }
 
 static int check_double(const struct proto_field *f, double v, char *err, size_t errlen)
 {
 	if (isnan(v))
-		return f->nan_ok ? 0
-				 : proto_fail(err, errlen, ST_EINVAL, "field \"%s\": is NaN", f->key);
+		return f->nan_ok
+			   ? 0
+			   : stark_errbuf(err, errlen, ST_EINVAL, "field \"%s\": is NaN", f->key);
 	if (v < f->dmin || v > f->dmax)
-		return proto_fail(err, errlen, ST_EINVAL, "field \"%s\": %g is out of range %g..%g",
-				  f->key, v, f->dmin, f->dmax);
+		return stark_errbuf(err, errlen, ST_EINVAL,
+				    "field \"%s\": %g is out of range %g..%g", f->key, v, f->dmin,
+				    f->dmax);
 	return 0;
 }
 
@@ -148,12 +151,13 @@ static int check_src(const struct proto_field *f, const char *base, char *err, s
 	size_t len = *(const size_t *)(base + f->len_off);
 
 	if (!s && len)
-		return proto_fail(err, errlen, ST_EINVAL, "field \"%s\": length %zu without data",
-				  f->key, len);
+		return stark_errbuf(err, errlen, ST_EINVAL, "field \"%s\": length %zu without data",
+				    f->key, len);
 	len = proto_src_len(s, len);
 	if (len > f->max)
-		return proto_fail(err, errlen, ST_ETOOBIG, "field \"%s\": %zu bytes, at most %" PRIu64,
-				  f->key, len, f->max);
+		return stark_errbuf(err, errlen, ST_ETOOBIG,
+				    "field \"%s\": %zu bytes, at most %" PRIu64, f->key, len,
+				    f->max);
 	return 0;
 }
 
@@ -163,8 +167,9 @@ static int check_flags(const struct proto_result *rs, char *err, size_t errlen)
 	int rc;
 
 	if (rs->nflags > PROTO_FLAGS_MAX)
-		return proto_fail(err, errlen, ST_ETOOBIG, "field \"flags\": %u entries, at most %d",
-				  rs->nflags, PROTO_FLAGS_MAX);
+		return stark_errbuf(err, errlen, ST_ETOOBIG,
+				    "field \"flags\": %u entries, at most %d", rs->nflags,
+				    PROTO_FLAGS_MAX);
 	for (uint32_t i = 0; i < rs->nflags; i++) {
 		snprintf(what, sizeof(what), "field \"flags\": entry %u", i);
 		rc = check_text(what, rs->flags[i], PROTO_NAME_MAX, true, err, errlen);
@@ -180,8 +185,9 @@ static int check_env(const struct proto_result *rs, char *err, size_t errlen)
 	int rc;
 
 	if (rs->nenv > PROTO_ENV_MAX)
-		return proto_fail(err, errlen, ST_ETOOBIG, "field \"env\": %u entries, at most %d",
-				  rs->nenv, PROTO_ENV_MAX);
+		return stark_errbuf(err, errlen, ST_ETOOBIG,
+				    "field \"env\": %u entries, at most %d", rs->nenv,
+				    PROTO_ENV_MAX);
 	for (uint32_t i = 0; i < rs->nenv; i++) {
 		const struct proto_kv *kv = &rs->env[i];
 
@@ -195,8 +201,8 @@ static int check_env(const struct proto_result *rs, char *err, size_t errlen)
 			return rc;
 		for (uint32_t j = 0; j < i; j++)
 			if (!strcmp(rs->env[j].key, kv->key))
-				return proto_fail(err, errlen, ST_EINVAL,
-						  "field \"env\": key %u repeats key %u", i, j);
+				return stark_errbuf(err, errlen, ST_EINVAL,
+						    "field \"env\": key %u repeats key %u", i, j);
 	}
 	return 0;
 }
@@ -210,8 +216,8 @@ static int check_field(const struct proto_field *f, const char *base, char *err,
 	switch (f->type) {
 	case PF_VERSION:
 		if (*(const uint32_t *)p != PROTO_VERSION)
-			return proto_fail(err, errlen, ST_EINVAL, "field \"v\": %u, expected %d",
-					  *(const uint32_t *)p, PROTO_VERSION);
+			return stark_errbuf(err, errlen, ST_EINVAL, "field \"v\": %u, expected %d",
+					    *(const uint32_t *)p, PROTO_VERSION);
 		return 0;
 	case PF_U32:
 		return check_uint(f, *(const uint32_t *)p, err, errlen);
@@ -220,15 +226,15 @@ static int check_field(const struct proto_field *f, const char *base, char *err,
 	case PF_STAGE:
 		st = (int)*(const enum proto_stage *)p;
 		if (st < (int)f->min || st > (int)f->max)
-			return proto_fail(err, errlen, ST_EINVAL,
-					  "field \"%s\": %d is out of range %d..%d", f->key, st,
-					  (int)f->min, (int)f->max);
+			return stark_errbuf(err, errlen, ST_EINVAL,
+					    "field \"%s\": %d is out of range %d..%d", f->key, st,
+					    (int)f->min, (int)f->max);
 		return 0;
 	case PF_STATUS:
 		st = (int)*(const enum proto_status *)p;
 		if (st < 0 || st >= PROTO_ST_COUNT)
-			return proto_fail(err, errlen, ST_EINVAL, "field \"%s\": %d is no status",
-					  f->key, st);
+			return stark_errbuf(err, errlen, ST_EINVAL, "field \"%s\": %d is no status",
+					    f->key, st);
 		return 0;
 	case PF_BOOL:
 		return 0;
@@ -244,7 +250,7 @@ static int check_field(const struct proto_field *f, const char *base, char *err,
 	case PF_ENV:
 		return check_env((const struct proto_result *)base, err, errlen);
 	}
-	return proto_fail(err, errlen, ST_EINVAL, "field \"%s\": bad schema type", f->key);
+	return stark_errbuf(err, errlen, ST_EINVAL, "field \"%s\": bad schema type", f->key);
 }
 
 int proto_check_fields(const struct proto_schema *s, const void *obj, char *err, size_t errlen)
@@ -338,18 +344,18 @@ static int request_check(const void *obj, char *err, size_t errlen)
 
 	if (!device_valid(device)) {
 		proto_quote(q, sizeof(q), device, strlen(device));
-		return proto_fail(err, errlen, ST_EINVAL,
-				  "field \"device\": \"%s\" is not cpu, cuda or cuda:N", q);
+		return stark_errbuf(err, errlen, ST_EINVAL,
+				    "field \"device\": \"%s\" is not cpu, cuda or cuda:N", q);
 	}
 	if (strcmp(format, "kernelbench") && strcmp(format, "fast")) {
 		proto_quote(q, sizeof(q), format, strlen(format));
-		return proto_fail(err, errlen, ST_EINVAL,
-				  "field \"format\": \"%s\" is not kernelbench or fast", q);
+		return stark_errbuf(err, errlen, ST_EINVAL,
+				    "field \"format\": \"%s\" is not kernelbench or fast", q);
 	}
 	if (rq->min_reps > rq->max_reps)
-		return proto_fail(err, errlen, ST_EINVAL,
-				  "field \"min_reps\": %u is above max_reps %u", rq->min_reps,
-				  rq->max_reps);
+		return stark_errbuf(err, errlen, ST_EINVAL,
+				    "field \"min_reps\": %u is above max_reps %u", rq->min_reps,
+				    rq->max_reps);
 	return 0;
 }
 
@@ -358,8 +364,8 @@ static int result_check(const void *obj, char *err, size_t errlen)
 	const struct proto_result *rs = obj;
 
 	if (rs->trials_passed > rs->trials_run)
-		return proto_fail(err, errlen, ST_EINVAL,
-				  "field \"trials_passed\": %u is above trials_run %u",
-				  rs->trials_passed, rs->trials_run);
+		return stark_errbuf(err, errlen, ST_EINVAL,
+				    "field \"trials_passed\": %u is above trials_run %u",
+				    rs->trials_passed, rs->trials_run);
 	return 0;
 }

@@ -582,19 +582,6 @@ int anchor_parse(const char *plan, size_t len, struct scaffold *s, char *err, si
 
 /* ---- grounding and verification ------------------------------------------------- */
 
-static int verr(char *err, size_t errlen, int rc, const char *fmt, ...) ST_PRINTF(4, 5);
-static int verr(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
-
 /* The plan without markers: fixed[0] body[0] ... fixed[n], into out. */
 static int scaffold_join(const struct scaffold *s, struct dbuf *out)
 {
@@ -667,7 +654,7 @@ int anchor_check_grounded(struct scaffold *s, const char *code, size_t len, char
 	int rc;
 
 	if (!s->fixed || s->nanchors == 0)
-		return verr(err, errlen, ST_EINVAL, "plan has no anchors");
+		return stark_errbuf(err, errlen, ST_EINVAL, "plan has no anchors");
 	dbuf_init(&joined, ANCHOR_TEXT_MAX);
 	rc = scaffold_join(s, &joined);
 	if (!rc)
@@ -679,13 +666,14 @@ int anchor_check_grounded(struct scaffold *s, const char *code, size_t len, char
 	for (i = 0; i < asig.n && i < bsig.n && lines_eq(&asig.v[i], &bsig.v[i]); i++)
 		;
 	if (i < asig.n || i < bsig.n) {
-		rc = verr(err, errlen, ST_EINVAL,
-			  "plan changes the node's code near line %u: the code has %s, the plan %s "
-			  "(outside anchors the plan must repeat the code exactly, and inside them "
-			  "keep the original text)",
-			  i < bsig.n ? bsig.v[i].no : (uint32_t)b.n + 1,
-			  quote(i < bsig.n ? &bsig.v[i] : NULL, qb, sizeof(qb)),
-			  quote(i < asig.n ? &asig.v[i] : NULL, qa, sizeof(qa)));
+		rc = stark_errbuf(
+		    err, errlen, ST_EINVAL,
+		    "plan changes the node's code near line %u: the code has %s, the plan %s "
+		    "(outside anchors the plan must repeat the code exactly, and inside them "
+		    "keep the original text)",
+		    i < bsig.n ? bsig.v[i].no : (uint32_t)b.n + 1,
+		    quote(i < bsig.n ? &bsig.v[i] : NULL, qb, sizeof(qb)),
+		    quote(i < asig.n ? &asig.v[i] : NULL, qa, sizeof(qa)));
 		goto out;
 	}
 	rc = build_line_map(s, &a, &asig, &bsig, b.n);
@@ -811,22 +799,23 @@ static int outside_err(struct verify_ctx *v, size_t k, const struct line *found)
 	uint32_t no = want ? want->no : v->seg.n ? v->seg.v[v->seg.n - 1].no + 1 : 1;
 
 	if (!want)
-		return verr(v->err, v->errlen, ST_EINVAL,
-			    "code changes text outside anchors near line %u",
-			    code_line_of(v->s, no));
+		return stark_errbuf(v->err, v->errlen, ST_EINVAL,
+				    "code changes text outside anchors near line %u",
+				    code_line_of(v->s, no));
 	if (found && found->len == want->len && !memcmp(found->p, want->p, want->len))
-		return verr(v->err, v->errlen, ST_EINVAL,
-			    "code changes text outside anchors near line %u: %s is %s a string "
-			    "literal in the code and %s it in the plan (a quote opened or closed "
-			    "inside an anchor)",
-			    code_line_of(v->s, no), quote(want, qw, sizeof(qw)),
-			    (found->flags & LN_STR_END) ? "inside" : "outside",
-			    (want->flags & LN_STR_END) ? "inside" : "outside");
-	return verr(v->err, v->errlen, ST_EINVAL,
-		    "code changes text outside anchors near line %u: the plan has %s there, the "
-		    "code %s",
+		return stark_errbuf(
+		    v->err, v->errlen, ST_EINVAL,
+		    "code changes text outside anchors near line %u: %s is %s a string "
+		    "literal in the code and %s it in the plan (a quote opened or closed "
+		    "inside an anchor)",
 		    code_line_of(v->s, no), quote(want, qw, sizeof(qw)),
-		    quote(found, qf, sizeof(qf)));
+		    (found->flags & LN_STR_END) ? "inside" : "outside",
+		    (want->flags & LN_STR_END) ? "inside" : "outside");
+	return stark_errbuf(
+	    v->err, v->errlen, ST_EINVAL,
+	    "code changes text outside anchors near line %u: the plan has %s there, the "
+	    "code %s",
+	    code_line_of(v->s, no), quote(want, qw, sizeof(qw)), quote(found, qf, sizeof(qf)));
 }
 
 /* The significant lines of fixed segment i, which starts at plan line *at. */
@@ -889,10 +878,10 @@ int anchor_verify_code(const struct scaffold *s, const char *code, size_t len, s
 	int rc;
 
 	if (!s->fixed || s->nanchors == 0)
-		return verr(err, errlen, ST_EINVAL, "plan has no anchors");
+		return stark_errbuf(err, errlen, ST_EINVAL, "plan has no anchors");
 	if (len > ANCHOR_TEXT_MAX)
-		return verr(err, errlen, ST_ETOOBIG, "code is larger than %u bytes",
-			    ANCHOR_TEXT_MAX);
+		return stark_errbuf(err, errlen, ST_ETOOBIG, "code is larger than %u bytes",
+				    ANCHOR_TEXT_MAX);
 	dbuf_init(&joined, ANCHOR_TEXT_MAX);
 	rc = lines_split(code, len, &all);
 	if (!rc) {
@@ -940,12 +929,13 @@ static int candidates(const char *reply, size_t len, struct anchor_candidate *c,
 	size_t i;
 
 	if (rc == ST_ETOOBIG)
-		return verr(err, errlen, rc, "reply is larger than %u bytes", ANCHOR_TEXT_MAX);
+		return stark_errbuf(err, errlen, rc, "reply is larger than %u bytes",
+				    ANCHOR_TEXT_MAX);
 	if (rc)
 		return rc;
 	for (i = 0; i < *n && blank_text(reply + c[i].off, c[i].len); i++)
 		;
-	return i < *n ? 0 : verr(err, errlen, ST_EINVAL, "reply has no code");
+	return i < *n ? 0 : stark_errbuf(err, errlen, ST_EINVAL, "reply has no code");
 }
 
 int anchor_reply_code(const char *reply, size_t len, struct dbuf *out, char *err, size_t errlen)
@@ -959,7 +949,7 @@ int anchor_reply_code(const char *reply, size_t len, struct dbuf *out, char *err
 	if (!rc)
 		rc = dbuf_append(out, reply + c[0].off, c[0].len);
 	if (rc == ST_ETOOBIG)
-		verr(err, errlen, rc, "reply's code is larger than %zu bytes", out->max);
+		stark_errbuf(err, errlen, rc, "reply's code is larger than %zu bytes", out->max);
 	return rc;
 }
 
@@ -993,7 +983,7 @@ int anchor_accept_plan(const char *reply, size_t len, const char *code, size_t c
 	if (rc)
 		return rc;
 	scaffold_release(s);
-	return verr(err, errlen, ST_EINVAL, "%s", why);
+	return stark_errbuf(err, errlen, ST_EINVAL, "%s", why);
 }
 
 int anchor_accept_code(const struct scaffold *s, const char *reply, size_t len,
@@ -1021,7 +1011,7 @@ int anchor_accept_code(const struct scaffold *s, const char *reply, size_t len,
 	if (rc)
 		return rc;
 	dbuf_reset(cleaned);
-	return verr(err, errlen, ST_EINVAL, "%s", why);
+	return stark_errbuf(err, errlen, ST_EINVAL, "%s", why);
 }
 
 int scaffold_render(const struct scaffold *s, struct dbuf *out)

@@ -172,19 +172,6 @@ static const struct ckey *key_find(const char *key, int *role)
 	return NULL;
 }
 
-static int set_err(char *err, size_t errlen, int rc, const char *fmt, ...) ST_PRINTF(4, 5);
-static int set_err(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
-
 static size_t str_cap(const struct ckey *k)
 {
 	return k->max > 0 ? (size_t)k->max : CONFIG_STR_MAX;
@@ -333,18 +320,19 @@ static int set_price(struct search_config *c, const char *key, const char *value
 	uint32_t i;
 
 	if (!model[0] || !text_ok(model, CONFIG_STR_MAX) || strpbrk(model, " \t="))
-		return set_err(err, errlen, ST_EINVAL, "bad model name in key '%s'", key);
+		return stark_errbuf(err, errlen, ST_EINVAL, "bad model name in key '%s'", key);
 	if (sscanf(value, "%63s %63s %1s", in, out, extra) != 2 || str_to_double(in, &a) ||
 	    str_to_double(out, &b) || !(a >= 0 && a <= 1e6) || !(b >= 0 && b <= 1e6))
-		return set_err(err, errlen, ST_EINVAL,
-			       "bad value '%s' for key '%s' (want two numbers in [0, 1e6]: $ per "
-			       "million input tokens, then output tokens)",
-			       value, key);
+		return stark_errbuf(
+		    err, errlen, ST_EINVAL,
+		    "bad value '%s' for key '%s' (want two numbers in [0, 1e6]: $ per "
+		    "million input tokens, then output tokens)",
+		    value, key);
 	for (i = 0; i < c->nprices && strcmp(c->price[i].model, model); i++)
 		;
 	if (i == CONFIG_PRICES_MAX)
-		return set_err(err, errlen, ST_ETOOBIG, "more than %d price.MODEL keys",
-			       CONFIG_PRICES_MAX);
+		return stark_errbuf(err, errlen, ST_ETOOBIG, "more than %d price.MODEL keys",
+				    CONFIG_PRICES_MAX);
 	snprintf(c->price[i].model, sizeof(c->price[i].model), "%s", model);
 	c->price[i].in = a;
 	c->price[i].out = b;
@@ -364,13 +352,13 @@ int search_config_set(struct search_config *c, const char *key, const char *valu
 		return set_price(c, key, value, err, errlen);
 	k = key_find(key, &role);
 	if (!k)
-		return set_err(err, errlen, ST_ENOENT, "unknown key '%s'", key);
+		return stark_errbuf(err, errlen, ST_ENOENT, "unknown key '%s'", key);
 	for (int r = role == ROLE_ALL ? 0 : role; !rc && r < (role == ROLE_ALL ? ROLE_COUNT : role + 1);
 	     r++)
 		rc = parse_value(k, value, field(c, k, r));
 	if (rc)
-		return set_err(err, errlen, rc, "bad value '%s' for key '%s' (want %s)", value, key,
-			       range_text(k, range, sizeof(range)));
+		return stark_errbuf(err, errlen, rc, "bad value '%s' for key '%s' (want %s)", value,
+				    key, range_text(k, range, sizeof(range)));
 	return 0;
 }
 
@@ -414,13 +402,14 @@ static int config_line(struct search_config *c, const char *name, size_t lineno,
 		return 0;
 	eq = strchr(s, '=');
 	if (!eq)
-		return set_err(err, errlen, ST_EINVAL, "%s:%zu: expected 'key = value'", name, lineno);
+		return stark_errbuf(err, errlen, ST_EINVAL, "%s:%zu: expected 'key = value'", name,
+				    lineno);
 	*eq = '\0';
 	key = config_line_clean(s);
 	val = config_line_clean(eq + 1);
 	rc = search_config_set(c, key, val, msg, sizeof(msg));
 	if (rc)
-		return set_err(err, errlen, rc, "%s:%zu: %s", name, lineno, msg);
+		return stark_errbuf(err, errlen, rc, "%s:%zu: %s", name, lineno, msg);
 	return 0;
 }
 
@@ -438,8 +427,8 @@ int search_config_load_text(struct search_config *c, const char *name, const cha
 		nl = strchr(p, '\n');
 		n = nl ? (size_t)(nl - p) : strlen(p);
 		if (n >= sizeof(line))
-			return set_err(err, errlen, ST_ETOOBIG, "%s:%zu: line is too long", name,
-				       lineno);
+			return stark_errbuf(err, errlen, ST_ETOOBIG, "%s:%zu: line is too long",
+					    name, lineno);
 		memcpy(line, p, n);
 		line[n] = '\0';
 		rc = config_line(&tmp, name, lineno, line, err, errlen);
@@ -556,14 +545,14 @@ int search_config_check(const struct search_config *c, char *err, size_t errlen)
 	for (i = 0; i < ST_ARRAY_LEN(keys); i++) {
 		for (r = keys[i].stride ? 0 : -1; r < (keys[i].stride ? ROLE_COUNT : 0); r++) {
 			if (!value_ok(&keys[i], field((struct search_config *)c, &keys[i], r)))
-				return set_err(err, errlen, ST_EINVAL, "key '%s%s%s' must be %s",
-					       keys[i].name, r < 0 ? "" : ".",
-					       r < 0 ? "" : role_names[r],
-					       range_text(&keys[i], range, sizeof(range)));
+				return stark_errbuf(err, errlen, ST_EINVAL,
+						    "key '%s%s%s' must be %s", keys[i].name,
+						    r < 0 ? "" : ".", r < 0 ? "" : role_names[r],
+						    range_text(&keys[i], range, sizeof(range)));
 		}
 	}
 	if (c->nprices > CONFIG_PRICES_MAX)
-		return set_err(err, errlen, ST_EINVAL, "more than %d price.MODEL keys",
-			       CONFIG_PRICES_MAX);
+		return stark_errbuf(err, errlen, ST_EINVAL, "more than %d price.MODEL keys",
+				    CONFIG_PRICES_MAX);
 	return 0;
 }

@@ -31,19 +31,6 @@ static const char retry_default[] =
     "Answer the task above again from the start, following every one of its rules, and give "
     "the complete program in a single ```python block.\n";
 
-static int perr(char *err, size_t errlen, int rc, const char *fmt, ...) ST_PRINTF(4, 5);
-static int perr(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
-
 int prompt_file_name(enum prompt_file f, const char *format, char *buf, size_t len)
 {
 	int n;
@@ -122,25 +109,26 @@ int prompt_render(const char *tmpl, const struct prompt_vars *v, struct dbuf *ou
 			rc = dbuf_append(out, p, (size_t)(q + 2 - p));
 			p = q + 2;
 			if (rc)
-				return perr(err, errlen, rc, "prompt is too large");
+				return stark_errbuf(err, errlen, rc, "prompt is too large");
 			continue;
 		}
 		val = var_value(v, name, n, &known);
 		if (!known)
-			return perr(err, errlen, ST_EINVAL, "unknown placeholder '{{%.*s}}'", (int)n,
-				    name);
+			return stark_errbuf(err, errlen, ST_EINVAL,
+					    "unknown placeholder '{{%.*s}}'", (int)n, name);
 		if (!val)
-			return perr(err, errlen, ST_EINVAL,
-				    "placeholder '{{%.*s}}' has no value in this prompt", (int)n, name);
+			return stark_errbuf(err, errlen, ST_EINVAL,
+					    "placeholder '{{%.*s}}' has no value in this prompt",
+					    (int)n, name);
 		rc = dbuf_append(out, p, (size_t)(q - p));
 		if (!rc)
 			rc = dbuf_puts(out, val);
 		if (rc)
-			return perr(err, errlen, rc, "prompt is too large");
+			return stark_errbuf(err, errlen, rc, "prompt is too large");
 		p = q + 2 + skip;
 	}
 	rc = dbuf_puts(out, p);
-	return rc ? perr(err, errlen, rc, "prompt is too large") : 0;
+	return rc ? stark_errbuf(err, errlen, rc, "prompt is too large") : 0;
 }
 
 static enum prompt_file role_file(enum search_role r)
@@ -159,9 +147,10 @@ static int render_file(const struct prompt_set *p, enum prompt_file f, const str
 	int rc;
 
 	if (!p->text[f])
-		return perr(err, errlen, ST_EINVAL, "prompt template %s is not loaded", file_names[f]);
+		return stark_errbuf(err, errlen, ST_EINVAL, "prompt template %s is not loaded",
+				    file_names[f]);
 	rc = prompt_render(p->text[f], v, out, msg, sizeof(msg));
-	return rc ? perr(err, errlen, rc, "%s: %s", file_names[f], msg) : 0;
+	return rc ? stark_errbuf(err, errlen, rc, "%s: %s", file_names[f], msg) : 0;
 }
 
 /* Fills the role's variables; plan and instr are scratch buffers for CODE. */
@@ -206,14 +195,16 @@ int prompt_build(const struct prompt_set *p, const struct search_tree *t,
 	dbuf_reset(system);
 	dbuf_reset(user);
 	if ((unsigned)step->role >= ROLE_COUNT || !n || !step->problem)
-		return perr(err, errlen, ST_EINVAL, "bad prompt step");
+		return stark_errbuf(err, errlen, ST_EINVAL, "bad prompt step");
 	if (step->window && (step->window->n == 0 || step->window->ids[0] != step->node))
-		return perr(err, errlen, ST_EINVAL, "context window was built for another node");
+		return stark_errbuf(err, errlen, ST_EINVAL,
+				    "context window was built for another node");
 	dbuf_init(&plan, PROMPT_MAX);
 	dbuf_init(&instr, PROMPT_MAX);
 	rc = step_vars(p, n, step, &plan, &instr, &v);
 	if (rc) {
-		perr(err, errlen, rc, "cannot prepare the %s prompt", search_role_name(step->role));
+		stark_errbuf(err, errlen, rc, "cannot prepare the %s prompt",
+			     search_role_name(step->role));
 		goto out;
 	}
 	rc = render_file(p, PROMPT_SYSTEM, &v, system, err, errlen);
