@@ -1,5 +1,5 @@
 /*
- * search.h -- the search core of STARK (internal to orchestrator/).
+ * search.h -- the STARK method: the public header of search/.
  *
  * The method of arXiv 2510.16996 ("STARK: Strategic Team of Agents for
  * Refining Kernels") as pure logic: a tree of kernel attempts, the modified
@@ -9,16 +9,29 @@
  * only the anchored spans), the role-specific context windows, prompt
  * templates, and the configuration with the paper's defaults.
  *
- * Nothing here touches the network, LMDB, the clock or a child process, and
- * there is no global state: every function is a function of its arguments
- * (the RNG state is an argument).  The run driver rebuilds a run by
- * replaying journaled events into these calls and gets the same tree, the
- * same choices and the same prompts.
+ * Nothing here touches a file, the network, LMDB, the clock or a child
+ * process, and there is no global state: every function is a function of
+ * its arguments (the RNG state is an argument).  The engine (engine/)
+ * reads templates and configuration files and hands their text over, and
+ * rebuilds a run by replaying journaled events into these calls: it gets
+ * the same tree, the same choices and the same prompts.  tests/unit/
+ * test_search.c links this module and common/ alone.
  *
- * Prefixes: tree_ (the tree), rng_ (the seeded PRNG), policy_ (selection),
- * anchor_/scaffold_ (grounded instructions), context_ (windows), prompt_
- * (templates), search_config_ (parameters).  Files: tree.c, policy.c,
- * anchor.c, context.c, prompt.c, config.c.
+ * Prefixes, one per object of the method: tree_ and node_ (the tree),
+ * rng_ (the seeded PRNG), policy_ (selection), anchor_/scaffold_ (grounded
+ * instructions), context_ (windows), prompt_ (templates), search_ (the
+ * configuration, roles and actions).  Files: tree.c, policy.c, anchor.c
+ * (with lines.c: how a program's lines compare; lines.h is internal),
+ * context.c, prompt.c, config.c.
+ *
+ * Errors: a call that can fail returns 0 or a negative ST_E* code
+ * (common.h) and prints nothing; where it takes an err buffer the message
+ * is written there.  A call that appends to a caller's struct dbuf fails
+ * with ST_ETOOBIG at the buffer's cap (ST_ENOMEM when memory runs out) and
+ * leaves what it appended so far.  Ownership: structs the caller
+ * initializes (scaffold, context_window, prompt_set) own their contents
+ * until their _release; strings passed in are copied or borrowed for the
+ * call, as each call says.
  *
  * One step of the driver, stark policy (the others are one call shorter):
  *
@@ -109,9 +122,12 @@ struct search_tree; /* opaque */
  * Creates a tree whose root (id 0) holds root_code, with status
  * NODE_CORRECT and speedup 1.0: the reference is correct and as fast as
  * itself by definition (the driver may overwrite this with tree_set_result
- * after measuring it).  See tree_seed_code() for what to pass.
+ * after measuring it).  See tree_seed_code() for what to pass.  root_code
+ * is copied; *out is the caller's (tree_free).  ST_EINVAL for NULL,
+ * ST_ETOOBIG past TREE_CODE_MAX, ST_ENOMEM; *out is NULL then.
  */
 ST_WUR int tree_new(const char *root_code, struct search_tree **out);
+/* Frees t and every node; NULL is a no-op. */
 void tree_free(struct search_tree *t);
 
 /*
@@ -119,7 +135,7 @@ void tree_free(struct search_tree *t);
  * NULL) are copied.  *id_out gets the new id, which is always
  * tree_count() before the call.  ST_ENOENT for an unknown parent,
  * ST_ETOOBIG past TREE_CODE_MAX/TREE_PLAN_MAX/TREE_NODES_MAX, ST_EINVAL for
- * ORIGIN_ROOT.
+ * ORIGIN_ROOT or NULL code, ST_ENOMEM; the tree is unchanged then.
  */
 ST_WUR int tree_add(struct search_tree *t, uint32_t parent, enum node_origin origin,
 		    const char *code, const char *plan, uint32_t *id_out);
@@ -190,7 +206,8 @@ ST_WUR int node_origin_parse(const char *name, enum node_origin *out);
  * The root's code from a KernelBench reference: the text with the class
  * `Model` renamed `ModelNew` (its `class Model(` line and `super(Model,`
  * calls), so the root is itself a valid candidate and the code agent's
- * first edits need not touch text outside the anchors.  out is appended to.
+ * first edits need not touch text outside the anchors.  out is appended to
+ * (its cap applies); reference is borrowed.
  */
 ST_WUR int tree_seed_code(const char *reference, struct dbuf *out);
 
@@ -204,6 +221,7 @@ struct search_rng {
 	uint64_t s[2];
 };
 
+/* None of the rng_ calls can fail; r is the caller's. */
 void rng_seed(struct search_rng *r, uint64_t seed);
 uint64_t rng_next(struct search_rng *r);
 /* Uniform in [0, 1) with 53 random bits. */
@@ -286,6 +304,7 @@ struct search_config {
 	char prompts_dir[CONFIG_STR_MAX];/* prompts_dir: "" = run_prompts_dir() */
 };
 
+/* The paper's defaults (config.c says where each comes from). */
 void search_config_defaults(struct search_config *c);
 /*
  * Sets one parameter from text (CLI flags, config files).  A per-role key
@@ -314,10 +333,12 @@ ST_WUR int search_config_load_text(struct search_config *c, const char *name, co
 /*
  * The effective configuration as `key = value` lines in a fixed order,
  * appended to out; loading the text back reproduces c exactly (doubles are
- * written with 17 significant digits).  Journal this at run start.
+ * written with 17 significant digits).  Journal this at run start.  Fails
+ * only as an append does (out's cap, memory).
  */
 ST_WUR int search_config_dump(const struct search_config *c, struct dbuf *out);
-/* Consistency checks across fields (e.g. root_cap >= 1); message in err. */
+/* Consistency checks across fields (e.g. root_cap >= 1): 0, or ST_EINVAL
+ * with a message naming the key in err. */
 ST_WUR int search_config_check(const struct search_config *c, char *err, size_t errlen);
 
 /* ---- the policy (policy.c) --------------------------------------------- */
@@ -421,6 +442,8 @@ struct scaffold {
 	size_t ncode_lines;
 };
 
+/* An empty scaffold; release frees what it holds and empties it again
+ * (it may be reused).  Neither can fail. */
 void scaffold_init(struct scaffold *s);
 void scaffold_release(struct scaffold *s);
 
@@ -433,7 +456,8 @@ void scaffold_release(struct scaffold *s);
  * -- or, when it has none, the whole reply.  An opening fence with no
  * closing fence (a truncated reply) runs to the end.  A candidate is a
  * span of the reply; out holds ANCHOR_CANDIDATES_MAX, *n gets at least 1.
- * ST_ETOOBIG past twice TREE_CODE_MAX bytes.
+ * ST_ETOOBIG past twice TREE_CODE_MAX bytes.  reply (len bytes) is
+ * borrowed: the candidates are spans of it.
  */
 struct anchor_candidate {
 	size_t off, len;
@@ -441,7 +465,8 @@ struct anchor_candidate {
 ST_WUR int anchor_reply_candidates(const char *reply, size_t len, struct anchor_candidate *out,
 				   size_t *n);
 
-/* The best candidate's text into out (reset first; capped by its max). */
+/* The best candidate's text into out (reset first; capped by its max:
+ * ST_ETOOBIG). */
 ST_WUR int anchor_extract_code(const char *reply, size_t len, struct dbuf *out);
 
 /*
@@ -503,7 +528,7 @@ ST_WUR int anchor_reply_code(const char *reply, size_t len, struct dbuf *out, ch
  * The plan in canonical form, appended to out: fixed segments and bodies
  * with `<<<IMPROVE BEGIN: instruction>>>` / `<<<IMPROVE END>>>` lines, as
  * shown to the code agent (anchor_parse() reads it back to the same
- * scaffold).
+ * scaffold).  Fails only as an append does.
  */
 ST_WUR int scaffold_render(const struct scaffold *s, struct dbuf *out);
 
@@ -539,9 +564,13 @@ struct context_window {
 	size_t tokens;		       /* estimate of text */
 };
 
+/* An empty window (its text capped at PROMPT_MAX); release frees the text.
+ * Neither can fail. */
 void context_init(struct context_window *w);
 void context_release(struct context_window *w);
-/* Builds the window (w is reset first).  ST_ENOENT for an unknown node. */
+/* Builds the window (w is reset first; t and cfg are borrowed).  ST_ENOENT
+ * for an unknown node, ST_EINVAL for an unknown role, or an append's
+ * failure. */
 ST_WUR int context_build(const struct search_tree *t, const struct search_config *cfg,
 			 enum search_role role, uint32_t node, struct context_window *w);
 /* The token estimate used everywhere: ceil(bytes / 4). */
@@ -601,8 +630,8 @@ struct prompt_vars {
 	const char *complaint;	  /* why an answer was rejected (retry) */
 };
 
-/* Renders tmpl into out (appended; out's cap applies).  err names the
- * placeholder on ST_EINVAL. */
+/* Renders tmpl into out (appended; out's cap applies: ST_ETOOBIG).  err
+ * names the placeholder on ST_EINVAL (unknown, or without a value). */
 ST_WUR int prompt_render(const char *tmpl, const struct prompt_vars *v, struct dbuf *out,
 			 char *err, size_t errlen);
 
@@ -617,7 +646,10 @@ ST_WUR int prompt_render(const char *tmpl, const struct prompt_vars *v, struct d
  *   ROLE_SAMPLE:  problem, format
  *   ROLE_REFLECT: code = node, feedback = node's, context, problem, format
  * The window w must have been built for the same role and node (may be NULL
- * for ROLE_SAMPLE).
+ * for ROLE_SAMPLE).  Everything step points to is borrowed for the call.
+ * ST_EINVAL (a bad step, a window for another node, a template that is not
+ * loaded, a placeholder without a value) or an append's failure, with a
+ * message naming the template in err.
  */
 struct prompt_step {
 	enum search_role role;
