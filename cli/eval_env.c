@@ -88,36 +88,6 @@ int cli_eval_request(const struct eval_args *a, const char *problem, const char 
 	return 0;
 }
 
-/* ---- evaluations -------------------------------------------------------- */
-
-/* The GPU lock: the --gpu-lock file, or for --jobs an unlinked file of our
- * own, shared by the jobs.  Opened for reading and writing: the referee
- * takes shared (read) and exclusive (write) record locks on it. */
-static int open_lock(const char *given)
-{
-	const char *dir = getenv("TMPDIR");
-	char path[PATH_MAX];
-	struct stat st;
-	int fd;
-
-	if (given) {
-		fd = open(given, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fd < 0)
-			return stark_error(-1, "eval: cannot open the GPU lock file %s: %s", given, strerror(errno));
-		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-			close(fd);
-			return stark_error(-1, "eval: the GPU lock %s is not a regular file", given);
-		}
-		return fd;
-	}
-	snprintf(path, sizeof(path), "%s/stark-gpu-lock-XXXXXX", dir && *dir ? dir : "/tmp");
-	fd = mkostemp(path, O_CLOEXEC);
-	if (fd < 0)
-		return stark_error(-1, "eval: cannot create the GPU lock file %s: %s", path, strerror(errno));
-	unlink(path);
-	return fd;
-}
-
 /* Options of both stages, the zygote, the lock; 0 or a CLI_* exit status. */
 int cli_eval_env_init(const struct eval_args *a, struct eval_env *e)
 {
@@ -145,9 +115,11 @@ int cli_eval_env_init(const struct eval_args *a, struct eval_env *e)
 		e->mode = a->stage < 0 ? EVALRUN_ONE : (enum evalrun_stages)a->stage;
 	}
 	if ((a->jobs > 1 || a->gpu_lock) && str_starts(a->device, "cuda")) {
-		e->lock_fd = open_lock(a->gpu_lock);
+		char err[PATH_MAX + 128];
+
+		e->lock_fd = evalrun_gpu_lock_open(a->gpu_lock, err, sizeof(err));
 		if (e->lock_fd < 0)
-			return CLI_FAILURE;
+			return stark_error(CLI_FAILURE, "eval: %s", err);
 		e->ropts.lock_fd = e->lock_fd;
 	}
 	return 0;

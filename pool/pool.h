@@ -355,4 +355,16 @@ ST_WUR int evalrun_load_sources(struct proto_request *rq, const char *problem_pa
  */
 ST_WUR int evalrun_default_cache(char *buf, size_t len, char *err, size_t errlen);
 
+/*
+ * Opens the GPU lock that the evaluations on one GPU share (each run stage
+ * gets it as lock_fd): the file at path (created, mode 0600, if missing; a
+ * link or anything but a regular file is refused), or, with path NULL, a
+ * new unlinked file in $TMPDIR (else /tmp) that only this process's
+ * evaluations share.  Opened for reading and writing, close-on-exec: the
+ * referee takes shared and exclusive record locks on it (evaluator.h).
+ * Returns the descriptor, the caller's to close, or ST_ESYS with a message
+ * in err (nothing printed).
+ */
+ST_WUR int evalrun_gpu_lock_open(const char *path, char *err, size_t errlen);
+
 #endif

@@ -3,12 +3,13 @@
  * options and jails of its stages (binds, the GPU's device nodes, the
  * compile jail's memory, the CUDA architecture the compile jail cannot ask
  * a GPU for), the environment an evaluator may see (an allowlist: never
- * API keys), its sources, and the build cache; and the record of how it
- * ran (struct evalrun_info).  The ground the other files of pool/ stand
+ * API keys), its sources, the build cache and the GPU lock its timings
+ * share; and the record of how it ran (struct evalrun_info).  The ground the other files of pool/ stand
  * on: nothing here starts or talks to an evaluator.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -317,4 +318,32 @@ int evalrun_default_cache(char *buf, size_t len, char *err, size_t errlen)
 		return ST_EIO;
 	}
 	return 0;
+}
+
+int evalrun_gpu_lock_open(const char *path, char *err, size_t errlen)
+{
+	const char *dir = getenv("TMPDIR");
+	char tmp[PATH_MAX];
+	struct stat st;
+	int fd;
+
+	if (path) {
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0)
+			return stark_errbuf(err, errlen, ST_ESYS, "cannot open the GPU lock file %s: %s",
+					    path, strerror(errno));
+		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+			close(fd);
+			return stark_errbuf(err, errlen, ST_ESYS, "the GPU lock %s is not a regular file",
+					    path);
+		}
+		return fd;
+	}
+	snprintf(tmp, sizeof(tmp), "%s/stark-gpu-lock-XXXXXX", dir && *dir ? dir : "/tmp");
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
+		return stark_errbuf(err, errlen, ST_ESYS, "cannot create the GPU lock file %s: %s", tmp,
+				    strerror(errno));
+	unlink(tmp);
+	return fd;
 }
