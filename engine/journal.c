@@ -1,9 +1,10 @@
 /*
  * journal.c -- serialising and reading back the events of a run's journal.
  *
- * See journal.h for the schema.  This file knows the payload layout (a JSON
+ * See engine.h for the schema.  This file knows the payload layout (a JSON
  * head line, optionally a JSON body) and how an evaluation result maps to
- * JSON; what the events mean is run.c's business.
+ * JSON; what the events mean is the run files' business (run.c, agent.c,
+ * rebuild.c).
  */
 #include <math.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * recorded run), cheap ablations, and deterministic tests.  The file is
  * loaded whole at construction into an index sorted by key; lookups are
  * binary searches, so a replay of tens of thousands of requests adds no
- * measurable cost.  The matching rules are stated in provider.h.
+ * measurable cost.  The matching rules are stated in engine.h.
  */
 #include <errno.h>
 #include <jansson.h>
