@@ -154,6 +154,7 @@ ST_WUR int tree_set_result(struct search_tree *t, uint32_t id, enum node_status 
 uint32_t tree_count(const struct search_tree *t); /* nodes, root included */
 /* The node, or NULL for an unknown id.  Borrowed (see struct tree_node). */
 const struct tree_node *tree_node(const struct search_tree *t, uint32_t id);
+/* True when node id exists and has no children. */
 bool tree_is_leaf(const struct search_tree *t, uint32_t id);
 
 /*
