@@ -23,7 +23,7 @@ declare -A MAY=(
 	[evaluator]="common proto sandbox"
 )
 # libc calls the method may make, and what compilers and sanitizers add.
-SEARCH_LIBC='malloc|calloc|realloc|free|mem(cpy|move|set|cmp|chr)|str(len|n?cmp|r?chr|str|n?dup|c?spn)|v?snprintf|qsort|bsearch|__[a-z0-9_]+_chk|__stack_chk_fail|__(asan|ubsan|sanitizer)_[A-Za-z0-9_]+|_GLOBAL_OFFSET_TABLE_'
+SEARCH_LIBC='malloc|calloc|realloc|free|mem(cpy|move|set|cmp|chr|mem)|str(len|n?cmp|r?chr|str|n?dup|c?spn|pbrk|n?casecmp)|strto(u?l|u?ll|d|f)|(__isoc99_)?sscanf|v?snprintf|qsort|bsearch|to(lower|upper)|__ctype_[a-z_]+|__[a-z0-9_]+_chk|__stack_chk_fail|__(asan|ubsan|sanitizer)_[A-Za-z0-9_]+|_GLOBAL_OFFSET_TABLE_'
 
 echo "1..$((${#MAY[@]} + 1))"
 command -v nm >/dev/null || {
