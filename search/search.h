@@ -517,6 +517,8 @@ ST_WUR int anchor_verify_code(const struct scaffold *s, const char *code, size_t
  *     gets the program without markers (reset first).
  *   anchor_reply_code: any other agent: the best candidate into out
  *     (reset first).
+ * ST_ETOOBIG with a message for a reply past twice TREE_CODE_MAX or a
+ * program past out's cap; reply (len bytes) and code are borrowed.
  */
 ST_WUR int anchor_accept_plan(const char *reply, size_t len, const char *code, size_t code_len,
 			      struct scaffold *s, char *err, size_t errlen);
@@ -665,7 +667,8 @@ ST_WUR int prompt_build(const struct prompt_set *p, const struct search_tree *t,
 /*
  * The user message that follows a rejected answer in its retry: retry.txt
  * (placeholder complaint; a built-in text where the folder has no
- * retry.txt), into out (reset first).
+ * retry.txt), into out (reset first).  complaint is borrowed; fails as
+ * prompt_render() does, err naming the template.
  */
 ST_WUR int prompt_retry(const struct prompt_set *p, const char *complaint, struct dbuf *out,
 			char *err, size_t errlen);
