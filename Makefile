@@ -70,15 +70,9 @@ LIB_cli := $(call lib_of,cli)
 LIB_evaluator := $(call lib_of,evaluator)
 
 # What each program links, in dependency order, and its foreign libraries.
-# report/ renders runs with cli/'s show.c, and cli/'s commands call
-# report/: the two archives are linked as a group.
 STARK_LIBS := $(LIB_cli) $(LIB_report) $(LIB_engine) $(LIB_pool) $(LIB_search) $(LIB_store) \
 	$(LIB_llm) $(LIB_sandbox) $(LIB_proto) $(LIB_common)
 STARK_EXT := $(LMDB_LIBS) $(CURL_LIBS) $(JSON_LIBS) $(SECCOMP_LIBS) $(MSGPACK_LIBS) -lm
-# $^ with the cli and report archives inside a link group.
-stark_link = $(patsubst $(LIB_cli),-Wl$(comma)--start-group $(LIB_cli),$(patsubst \
-	$(LIB_report),$(LIB_report) -Wl$(comma)--end-group,$(1)))
-comma := ,
 EVAL_LIBS := $(LIB_evaluator) $(LIB_sandbox) $(LIB_proto) $(LIB_common)
 EVAL_EXT := $(PY_LDFLAGS) $(SECCOMP_LIBS) $(MSGPACK_LIBS) -lm
 
@@ -117,7 +111,7 @@ endef
 $(foreach m,$(MODULES),$(eval $(call module_lib,$(m))))
 
 $(BUILD)/stark: $(BUILD)/cli/main.o $(STARK_LIBS)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(call stark_link,$^) $(STARK_EXT)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(STARK_EXT)
 
 $(BUILD)/stark-eval: $(BUILD)/evaluator/main.o $(EVAL_LIBS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EVAL_EXT)
@@ -163,10 +157,10 @@ $(BUILD)/tests/sbx_%: tests/helpers/sbx_%.c $(LIB_sandbox) $(LIB_common)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SECCOMP_LIBS) -lm
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(STARK_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(call stark_link,$^) $(STARK_EXT) $(CHECK_LIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(STARK_EXT) $(CHECK_LIBS)
 $(BUILD)/tests/%: tests/helpers/%.c $(STARK_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(call stark_link,$^) $(STARK_EXT)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(STARK_EXT)
 
 deps:
 	@scripts/install-deps
@@ -193,7 +187,7 @@ $(BUILD)/fuzz/fuzz_anchor: tests/fuzz/fuzz_anchor.c $(LIB_search) $(LIB_common)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $^ -lm
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(STARK_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $(call stark_link,$^) $(STARK_EXT)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $^ $(STARK_EXT)
 fuzzers: $(addprefix $(BUILD)/fuzz/,$(FUZZ_NAMES))
 # A target that fails to build does not stop the others from running; the
 # build failure still fails `make fuzz`.

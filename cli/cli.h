@@ -57,11 +57,6 @@ const char *cli_evaluator_path(void);
 /* The tree (with each node's complaints), leaders, spend per role and per
  * model, and state; --json gives the object documented in docs/RUNS.md. */
 ST_WUR int show_run(struct run *r, bool json, FILE *out);
-/* The object `stark show --json` prints (a new reference; NULL when out of
- * memory): what `stark report` builds on. */
-json_t *show_run_json(struct run *r);
-/* "stark", "sampling", "reflexion". */
-const char *show_policy_name(enum search_policy p);
 /* What resume would do next, in one line per fact. */
 void show_resume_plan(struct run *r, FILE *out);
 #define EXPORT_BEST    (-1L) /* the fastest correct node, if it beats the reference */

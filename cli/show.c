@@ -15,156 +15,6 @@
 
 #include "cli/cli.h"
 
-const char *show_policy_name(enum search_policy p)
-{
-	return p == POLICY_SAMPLING ? "sampling" : p == POLICY_REFLEXION ? "reflexion" : "stark";
-}
-
-/* The state as a user should read it: "running" without a holder was killed. */
-static enum run_state effective_state(struct store *st, const char *id, enum run_state s)
-{
-	struct store_lock *l = NULL;
-
-	if (s != RUN_RUNNING || store_lock_run(st, id, &l))
-		return s;
-	store_unlock_run(l);
-	return RUN_INTERRUPTED;
-}
-
-static const char *effective_reason(enum run_state shown, enum run_state journaled,
-				    const char *reason)
-{
-	if (shown != journaled)
-		return "the process running it stopped without a clean stop; `stark resume` continues it";
-	return reason;
-}
-
-/* ---- show ---- */
-
-static json_t *spend_obj(const struct run_spend *s)
-{
-	return json_pack("{s:I, s:I, s:I, s:I, s:o}", "calls", (json_int_t)s->calls, "tokens_in",
-			 (json_int_t)s->tokens_in, "tokens_out", (json_int_t)s->tokens_out,
-			 "tokens_reasoning", (json_int_t)s->tokens_reasoning, "dollars",
-			 jr_real_new(s->dollars));
-}
-
-/* The model a role asks now (model.ROLE, else the run's --model). */
-static const char *role_model(const struct run *r, int role)
-{
-	return r->cfg.model[role][0] ? r->cfg.model[role] : jr_str(r->options, "model", "");
-}
-
-/* The server a role asks now (llm.ROLE, else the run's --llm). */
-static const char *role_llm(const struct run *r, int role)
-{
-	return r->cfg.llm[role][0] ? r->cfg.llm[role] : jr_str(r->options, "llm", "");
-}
-
-/* The complaints of the attempt that made node id (its rejected answers). */
-static json_t *checks_obj(const struct run *r, uint32_t id)
-{
-	json_t *a = json_array();
-
-	for (size_t i = 0; a && id && i < r->nchecks; i++)
-		if (r->checks[i].attempt == r->info[id].attempt &&
-		    json_array_append_new(a, json_pack("{s:s, s:s}", "key", r->checks[i].key,
-						       "reason", r->checks[i].reason))) {
-			json_decref(a);
-			return NULL;
-		}
-	return a;
-}
-
-static json_t *speedup_obj(const struct run *r, uint32_t id)
-{
-	if (id == TREE_NONE)
-		return json_null();
-	return json_pack("{s:I, s:o}", "node", (json_int_t)id, "speedup",
-			 jr_real_new(tree_node(r->tree, id)->speedup));
-}
-
-static json_t *node_obj(const struct run *r, uint32_t id)
-{
-	const struct tree_node *n = tree_node(r->tree, id);
-	const struct run_node_info *ni = &r->info[id];
-	char why[TREE_REASON_MAX + 1];
-	json_t *o, *ch = json_array();
-
-	for (uint32_t i = 0; ch && i < n->nchildren; i++)
-		if (json_array_append_new(ch, json_integer(n->children[i]))) {
-			json_decref(ch);
-			ch = NULL;
-		}
-	tree_node_reason(n, why, sizeof(why));
-	o = json_pack(
-	    "{s:I, s:o, s:s, s:o, s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "id", (json_int_t)id,
-	    "parent", n->parent == TREE_NONE ? json_null() : json_integer(n->parent), "status",
-	    node_status_name(n->status), "speedup",
-	    n->status == NODE_CORRECT ? jr_real_new(n->speedup) : json_null(), "origin",
-	    node_origin_name(n->origin), "attempt", (json_int_t)ni->attempt, "depth",
-	    (json_int_t)n->depth, "verdict",
-	    ni->verdict < 0 ? json_null()
-			    : json_string(proto_status_name((enum proto_status)ni->verdict)),
-	    "runtime_us", jr_real_new(ni->runtime_us), "ref_runtime_us",
-	    jr_real_new(ni->ref_runtime_us), "children", ch ? ch : json_null(), "checks",
-	    checks_obj(r, id), "reason", why[0] ? json_string(why) : json_null());
-	return o;
-}
-
-json_t *show_run_json(struct run *r)
-{
-	enum run_state shown = effective_state(r->st, r->id, r->state);
-	uint32_t best = run_best(r), leaders[64];
-	size_t nl = tree_leaders(r->tree, r->cfg.leaders < 64 ? r->cfg.leaders : 64, leaders);
-	struct run_spend total = run_spend_total(r);
-	json_t *o, *spend, *models, *routes, *nodes, *lead, *open = json_null();
-
-	spend = json_object();
-	for (int i = 0; spend && i < ROLE_COUNT; i++) {
-		json_t *e = spend_obj(&r->spend[i]);
-
-		if (e)
-			json_object_set_new(e, "model", json_string(role_model(r, i)));
-		json_object_set_new(spend, search_role_name((enum search_role)i), e);
-	}
-	routes = json_object();
-	for (int i = 0; routes && i < ROLE_COUNT; i++)
-		if (route_role_used(r->cfg.policy, (enum search_role)i))
-			json_object_set_new(routes, search_role_name((enum search_role)i),
-					    json_pack("{s:s, s:s}", "llm", role_llm(r, i), "model",
-						      role_model(r, i)));
-	if (spend)
-		json_object_set_new(spend, "total", spend_obj(&total));
-	models = json_object();
-	for (size_t i = 0; models && i < r->nmodels; i++)
-		json_object_set_new(models, r->models[i].model, spend_obj(&r->models[i].s));
-	lead = json_array();
-	for (size_t i = 0; lead && i < nl; i++)
-		json_array_append_new(lead, json_integer(leaders[i]));
-	nodes = json_array();
-	for (uint32_t i = 0; nodes && i < tree_count(r->tree); i++)
-		if (json_array_append_new(nodes, node_obj(r, i))) {
-			json_decref(nodes);
-			nodes = NULL;
-		}
-	if (r->cur.open)
-		open = json_pack("{s:I, s:I, s:s}", "attempt", (json_int_t)r->cur.k, "node",
-				 (json_int_t)r->cur.choice.node, "action",
-				 search_action_name(r->cur.choice.action));
-	o = json_pack(
-	    "{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:f, s:O, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
-	    "run_id", r->id, "problem", r->problem, "state", run_state_name(shown), "reason",
-	    effective_reason(shown, r->state, r->reason), "policy", show_policy_name(r->cfg.policy),
-	    "budget", (json_int_t)r->cfg.budget, "attempts", (json_int_t)r->attempts, "created",
-	    r->created, "options", r->options, "routes", routes ? routes : json_null(), "best",
-	    run_beats_reference(r, best) ? speedup_obj(r, best) : json_null(), "fastest",
-	    speedup_obj(r, best), "leaders", lead ? lead : json_null(), "spend",
-	    spend ? spend : json_null(), "spend_models", models ? models : json_null(),
-	    "open_attempt", open ? open : json_null(), "nodes", nodes ? nodes : json_null());
-	return o;
-}
-
 static void print_tree(const struct run *r, FILE *out)
 {
 	uint32_t n = tree_count(r->tree), *stack = malloc((size_t)n * sizeof(*stack));
@@ -209,12 +59,12 @@ static void print_spend(FILE *out, const char *name, const struct run_spend *s, 
 
 int show_run(struct run *r, bool json, FILE *out)
 {
-	enum run_state shown = effective_state(r->st, r->id, r->state);
+	enum run_state shown = run_shown_state(r->st, r->id, r->state);
 	uint32_t best = run_best(r);
 	struct run_spend t = run_spend_total(r);
 
 	if (json) {
-		json_t *o = show_run_json(r);
+		json_t *o = run_json(r);
 		int rc;
 
 		if (!o)
@@ -226,10 +76,10 @@ int show_run(struct run *r, bool json, FILE *out)
 	}
 	fprintf(out, "run %s (%s)\n", r->id, r->problem);
 	fprintf(out, "state: %s", run_state_name(shown));
-	if (effective_reason(shown, r->state, r->reason)[0])
-		fprintf(out, " (%s)", effective_reason(shown, r->state, r->reason));
+	if (run_shown_reason(shown, r->state, r->reason)[0])
+		fprintf(out, " (%s)", run_shown_reason(shown, r->state, r->reason));
 	fprintf(out, "\npolicy %s, attempts %u/%u, llm %s, eval %s, device %s\n",
-		show_policy_name(r->cfg.policy), r->attempts, r->cfg.budget,
+		search_policy_name(r->cfg.policy), r->attempts, r->cfg.budget,
 		jr_str(r->options, "llm", "?"), jr_str(r->options, "eval", "?"),
 		jr_str(r->options, "device", "?"));
 	if (best == TREE_NONE)
@@ -246,7 +96,7 @@ int show_run(struct run *r, bool json, FILE *out)
 	for (int i = 0; i < ROLE_COUNT; i++)
 		if (r->spend[i].calls)
 			print_spend(out, search_role_name((enum search_role)i), &r->spend[i],
-				    role_model(r, i));
+				    run_role_model(r, i));
 	print_spend(out, "total", &t, "");
 	if (r->nmodels)
 		fprintf(out, "spend per model:\n  %-24s %6s %11s %11s %11s %10s\n", "model",
@@ -575,7 +425,7 @@ int show_list(struct store *st, bool json, FILE *out)
 
 		if (!run_state_parse(jr_str(m, "state", ""), &s))
 			json_object_set_new(
-			    m, "state", json_string(run_state_name(effective_state(st, id, s))));
+			    m, "state", json_string(run_state_name(run_shown_state(st, id, s))));
 		else
 			json_object_set_new(m, "state", json_string("new"));
 	}

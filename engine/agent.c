@@ -40,22 +40,6 @@ struct retry_turn {
 	const char *complaint;
 };
 
-/* ---- agent calls ---- */
-
-static const char *model_for(const struct run *r, enum search_role role)
-{
-	const char *m = r->cfg.model[role];
-
-	return m[0] ? m : jr_str(r->options, "model", "");
-}
-
-static const char *llm_for(const struct run *r, enum search_role role)
-{
-	const char *e = r->cfg.llm[role];
-
-	return e[0] ? e : jr_str(r->options, "llm", "");
-}
-
 static json_t *spend_entry(const struct run_spend *s)
 {
 	return json_pack("{s:I, s:I, s:I, s:I, s:f}", "calls", (json_int_t)s->calls, "tokens_in",
@@ -103,8 +87,8 @@ static json_t *settings_json(const struct run *r, enum search_role role)
 			 th == THINKING_OFF	   ? json_string("off")
 			 : th == THINKING_ADAPTIVE ? json_string("adaptive")
 						   : json_integer(th),
-			 "extra_body", c->extra_body[role], "llm", llm_for(r, role), "model",
-			 model_for(r, role));
+			 "extra_body", c->extra_body[role], "llm", run_role_llm(r, role), "model",
+			 run_role_model(r, role));
 }
 
 /* The messages of a new request: context window + templates. */
@@ -183,7 +167,7 @@ static bool over_caps(struct run *r, size_t prompt_bytes, uint32_t max_tokens,
 	uint64_t est_in = context_tokens(prompt_bytes), est = est_in + max_tokens;
 	double pin, pout, est_usd;
 
-	route_price(&r->cfg, role, model_for(r, role), &pin, &pout);
+	route_price(&r->cfg, role, run_role_model(r, role), &pin, &pout);
 	est_usd = (double)est_in * pin / 1e6 + (double)max_tokens * pout / 1e6;
 	if (r->cfg.max_total_tokens && t.tokens_in + t.tokens_out + est > r->cfg.max_total_tokens) {
 		snprintf(why, whylen,
@@ -337,7 +321,7 @@ static int journal_request(struct run *r, const char *key, enum search_role role
 static int record_reply(struct run *r, const char *key, enum search_role role,
 			struct llm_reply *reply)
 {
-	const char *model = model_for(r, role);
+	const char *model = run_role_model(r, role);
 	struct run_spend *sp = &r->spend[role], *ms = run_model_spend(r, model);
 	struct run_memo *m = run_memo_find(r, key);
 	json_t *head, *spend, *models;
@@ -409,13 +393,13 @@ static void fatal_reason(struct run *r, enum search_role role, const char *key,
 	else if (!fix[0])
 		snprintf(why, whylen,
 			 "llm request %s: the server refused '%s' (role %s, model %s): %s", key,
-			 reply->param, search_role_name(role), model_for(r, role), err);
+			 reply->param, search_role_name(role), run_role_model(r, role), err);
 	else
 		snprintf(
 		    why, whylen,
 		    "llm request %s: the server refused '%s' (role %s, model %s): %s, then `stark "
 		    "resume %s --set KEY=VALUE`; it said: %s",
-		    key, reply->param, search_role_name(role), model_for(r, role), fix, r->id, err);
+		    key, reply->param, search_role_name(role), run_role_model(r, role), fix, r->id, err);
 }
 
 /*

@@ -11,7 +11,8 @@
  * the store (store/).  Files: state.c (a run in memory, its state and
  * configuration events, its progress line), create.c (a new run),
  * rebuild.c (a run from its journal), agent.c (the agents of one attempt),
- * run.c (the attempts and the loop), journal.c (the event format),
+ * run.c (the attempts and the loop), view.c (a run as readers see it),
+ * journal.c (the event format),
  * inputs.c (templates and configuration files), route.c (roles to models),
  * provider.c, replay.c and eval_real.c (the providers).  Internals shared
  * between them: engine_int.h.
@@ -503,6 +504,12 @@ ST_WUR int run_set_state(struct run *r, enum run_state s, const char *reason);
 ST_WUR int run_config_change(struct run *r, const struct search_config *c, char **changed,
 			     char *err, size_t errlen);
 
+/* The model role asks now: model.ROLE, else the run's --model ("" when
+ * neither); and the server: llm.ROLE, else the run's --llm.  Borrowed from
+ * r until its configuration changes. */
+const char *run_role_model(const struct run *r, enum search_role role);
+const char *run_role_llm(const struct run *r, enum search_role role);
+
 /* The fastest correct node other than the root, or TREE_NONE; it may be
  * slower than the reference (see run_beats_reference). */
 uint32_t run_best(const struct run *r);
@@ -515,6 +522,24 @@ struct run_spend run_spend_total(const struct run *r);
  * $XDG_DATA_HOME/stark (when absolute), else ~/.local/share/stark.
  * ST_ENOENT without HOME, ST_ETOOBIG when it does not fit. */
 ST_WUR int run_default_store(char *buf, size_t len);
+
+/* ---- views (view.c) ---- */
+
+/*
+ * The object `stark show --json` prints and `stark report` builds on
+ * (docs/RUNS.md), as a new reference (the caller's); NULL when out of
+ * memory.  r is read only (its lock tested, see run_shown_state).
+ */
+json_t *run_json(struct run *r);
+/*
+ * The state a reader should be shown: s, except that a run journaled as
+ * "running" while no process holds its lock was killed, and is shown as
+ * "interrupted".  Takes and drops the lock of run id in st to find out.
+ */
+enum run_state run_shown_state(struct store *st, const char *id, enum run_state s);
+/* The reason to show beside the shown state: the journaled reason, or why
+ * a killed run reads as interrupted (static text). */
+const char *run_shown_reason(enum run_state shown, enum run_state journaled, const char *reason);
 
 /*
  * Reads a configuration file (at most 1 MiB) and applies it on top of c

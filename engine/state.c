@@ -392,3 +392,17 @@ void run__doing(struct run *r, const char *fmt, ...)
 	va_end(ap);
 	run__progress(r, false);
 }
+
+const char *run_role_model(const struct run *r, enum search_role role)
+{
+	const char *m = r->cfg.model[role];
+
+	return m[0] ? m : jr_str(r->options, "model", "");
+}
+
+const char *run_role_llm(const struct run *r, enum search_role role)
+{
+	const char *e = r->cfg.llm[role];
+
+	return e[0] ? e : jr_str(r->options, "llm", "");
+}

@@ -1,7 +1,7 @@
 /*
  * model.c -- a run as the report's data model.
  *
- * The summary is `stark show --json`'s object (show_run_json); one scan of
+ * The summary is `stark show --json`'s object (engine.h: run_json); one scan of
  * the journal adds what only the journal holds: for each attempt the
  * policy's choice, its LLM calls (role, model, tokens, dollars, latency,
  * failures), the anchor checks' complaints, its outcome and when it
@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
 #include "report/report_int.h"
 
 /* ---- helpers shared by report/ ---- */
@@ -471,7 +470,7 @@ out_fail:
 int report_run_json(struct run *r, long detail, json_t **out, char *err, size_t errlen)
 {
 	struct scan c = {.r = r, .detail = detail, .err = err, .errlen = errlen};
-	json_t *o = show_run_json(r);
+	json_t *o = run_json(r);
 	int rc;
 
 	*out = NULL;

@@ -109,6 +109,11 @@ static const struct ckey keys[] = {
 static const char *const role_names[ROLE_COUNT] = {"plan", "code", "debug", "sample", "reflect"};
 static const char *const policy_names[] = {"stark", "sampling", "reflexion"};
 
+const char *search_policy_name(enum search_policy p)
+{
+	return (unsigned)p < ST_ARRAY_LEN(policy_names) ? policy_names[p] : policy_names[0];
+}
+
 const char *search_role_name(enum search_role r)
 {
 	return (unsigned)r < ROLE_COUNT ? role_names[r] : "unknown";

@@ -240,6 +240,9 @@ enum search_policy {
 	POLICY_SAMPLING = 1,	/* best-of-N independent samples from the root */
 	POLICY_REFLEXION = 2	/* linear refinement of the last attempt */
 };
+/* "stark", "sampling", "reflexion" (static strings; "stark" for a value
+ * outside the enum). */
+const char *search_policy_name(enum search_policy p);
 
 /* The agent roles; also the index of per-role parameters. */
 enum search_role {

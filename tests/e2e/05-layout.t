@@ -19,7 +19,8 @@ declare -A MAY=(
 	[search]="common"
 	[pool]="common proto sandbox"
 	[engine]="common proto store llm search pool"
-	[cli]="common proto sandbox store llm search pool engine"
+	[report]="common proto store search engine"
+	[cli]="common proto sandbox store llm search pool engine report"
 	[evaluator]="common proto sandbox"
 )
 # libc calls the method may make, and what compilers and sanitizers add.
