@@ -10,8 +10,10 @@
  * input error, 3 internal or environment failure.  Messages go to stderr
  * (stark_warn), results to stdout.
  *
- * Files: main.c (dispatch, where the program's parts are installed),
- * cmd_search.c (run, resume, show, export, list), show.c (rendering runs),
+ * Files: main.c (dispatch), paths.c (where the program's parts are
+ * installed), args.c and providers.c (what the commands of runs share),
+ * cmd_search.c (run, resume), cmd_show.c (show, export, list, report),
+ * show.c (rendering runs),
  * cmd_eval.c, eval_env.c, eval_print.c and eval_batch.c (`stark eval`).
  */
 #ifndef STARK_CLI_H
@@ -44,6 +46,35 @@ int cmd_report(int argc, char **argv);
 /* Path of the stark-eval program: $STARK_EVALUATOR, else beside stark
  * (static storage; never NULL). */
 const char *cli_evaluator_path(void);
+
+#define CLI_ERR_MAX 1024 /* bytes of a message buffer */
+
+/* ---- what the commands of runs share (args.c, providers.c) ---- */
+
+/*
+ * Matches "--name VALUE" and "--name=VALUE" at argv[*i] and advances *i
+ * past the value; *val is NULL (a warning printed) when the value is
+ * missing.  False when argv[*i] is another option.
+ */
+bool cli_opt_value(int argc, char **argv, int *i, const char *name, const char **val);
+/* Opens the store at dir (NULL: run_default_store()), creating the folder;
+ * *st is the caller's (store_close).  0, or a CLI_* status, message printed. */
+int cli_open_store(const char *dir, struct store **st);
+/*
+ * Before a run is created: every role used reaches a model (llm spec and
+ * model, or llm.ROLE and model.ROLE), with a key it may be sent and
+ * settings its dialect can say.  0, or ST_EINVAL with the fix in err.  Keys
+ * stay in the environment (they are taken only when the run starts).
+ */
+int cli_check_routes(const struct search_config *cfg, const char *spec, const char *model,
+		     char *err, size_t errlen);
+/*
+ * The providers a run's options name (journaled or from the command line),
+ * the caller's to free; API keys leave the environment here.  0, or a
+ * CLI_* status, message printed.
+ */
+int cli_make_providers(const struct run *r, struct llm_provider **llm,
+		       struct eval_provider **eval);
 
 /* ---- rendering runs (show.c) ---- */
 

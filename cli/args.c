@@ -1,0 +1,58 @@
+/*
+ * args.c -- what the commands of runs share: an option's value, and the
+ * store folder ($STARK_STORE, else $XDG_DATA_HOME/stark, else
+ * ~/.local/share/stark, unless --store DIR is given; created if missing).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+/* Matches "--name VALUE" and "--name=VALUE"; advances *i past the value. */
+bool cli_opt_value(int argc, char **argv, int *i, const char *name, const char **val)
+{
+	size_t n = strlen(name);
+
+	if (strncmp(argv[*i], name, n))
+		return false;
+	if (argv[*i][n] == '=') {
+		*val = argv[*i] + n + 1;
+		return true;
+	}
+	if (argv[*i][n] != '\0')
+		return false;
+	if (*i + 1 >= argc) {
+		stark_warn("option %s needs a value", name);
+		*val = NULL;
+		return true;
+	}
+	*val = argv[++*i];
+	return true;
+}
+
+int cli_open_store(const char *dir, struct store **st)
+{
+	char def[PROTO_PATH_MAX];
+	int rc;
+
+	if (!dir) {
+		if (run_default_store(def, sizeof(def)))
+			return stark_error(
+			    CLI_USAGE,
+			    "no store folder: set STARK_STORE or HOME, or pass --store DIR");
+		dir = def;
+	}
+	if (io_mkdir_p(dir))
+		return stark_error(CLI_FAILURE, "store %s: cannot create the folder: %s", dir,
+				   strerror(errno));
+	rc = store_open(dir, st);
+	if (rc)
+		return stark_error(CLI_FAILURE, "store %s: cannot open: %s", dir,
+				   stark_strerror(rc));
+	return CLI_OK;
+}
