@@ -44,6 +44,7 @@ MSGPACK_LIBS := $(call PKG,msgpack,-lmsgpackc)
 LMDB_LIBS := $(call PKG,lmdb,-llmdb)
 CURL_LIBS := $(call PKG,libcurl,-lcurl)
 JSON_LIBS := $(call PKG,jansson,-ljansson)
+NETTLE_LIBS := $(call PKG,nettle,-lnettle)
 SECCOMP_LIBS := $(call PKG,libseccomp,-lseccomp)
 CHECK_LIBS := $(call PKG,check,-lcheck_pic -lsubunit -lrt -lm)
 PY_CFLAGS := $(if $(PYTHON),$(shell $(PYTHON) scripts/pyflags.py --cflags))
@@ -71,7 +72,7 @@ LIB_evaluator := $(call lib_of,evaluator)
 # commands call report/: the two archives are linked as a group.
 STARK_LIBS := $(LIB_orchestrator) $(LIB_report) $(LIB_store) $(LIB_llm) $(LIB_sandbox) \
 	$(LIB_proto) $(LIB_common)
-STARK_EXT := $(LMDB_LIBS) $(CURL_LIBS) $(JSON_LIBS) $(SECCOMP_LIBS) $(MSGPACK_LIBS) -lm
+STARK_EXT := $(LMDB_LIBS) $(CURL_LIBS) $(JSON_LIBS) $(NETTLE_LIBS) $(SECCOMP_LIBS) $(MSGPACK_LIBS) -lm
 # $^ with the orchestrator and report archives inside a link group.
 stark_link = $(patsubst $(LIB_orchestrator),-Wl$(comma)--start-group $(LIB_orchestrator),$(patsubst \
 	$(LIB_report),$(LIB_report) -Wl$(comma)--end-group,$(1)))

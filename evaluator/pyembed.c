@@ -59,6 +59,7 @@ PYSRC(stark_py_cuda);
 PYSRC(stark_py_wire);
 PYSRC(stark_py_nvcc);
 PYSRC(stark_py_build);
+PYSRC(stark_py_env);
 PYSRC(stark_py_worker_gpu);
 PYSRC(stark_py_worker_outputs);
 PYSRC(stark_py_worker);
@@ -70,6 +71,7 @@ PYSRC(stark_py_referee_compare);
 PYSRC(stark_py_referee_data);
 PYSRC(stark_py_referee_timing);
 PYSRC(stark_py_referee_checks);
+PYSRC(stark_py_referee_build);
 PYSRC(stark_py_referee);
 
 static const struct {
@@ -81,6 +83,7 @@ static const struct {
 	{"stark_wire", stark_py_wire_start, stark_py_wire_end},
 	{"stark_nvcc", stark_py_nvcc_start, stark_py_nvcc_end},
 	{"stark_build", stark_py_build_start, stark_py_build_end},
+	{"stark_env", stark_py_env_start, stark_py_env_end},
 	{"stark_worker_gpu", stark_py_worker_gpu_start, stark_py_worker_gpu_end},
 	{"stark_worker_outputs", stark_py_worker_outputs_start, stark_py_worker_outputs_end},
 	{"stark_worker", stark_py_worker_start, stark_py_worker_end},
@@ -92,6 +95,7 @@ static const struct {
 	{"stark_referee_data", stark_py_referee_data_start, stark_py_referee_data_end},
 	{"stark_referee_timing", stark_py_referee_timing_start, stark_py_referee_timing_end},
 	{"stark_referee_checks", stark_py_referee_checks_start, stark_py_referee_checks_end},
+	{"stark_referee_build", stark_py_referee_build_start, stark_py_referee_build_end},
 	{"stark_referee", stark_py_referee_start, stark_py_referee_end},
 };
 
@@ -557,6 +561,7 @@ static PyObject *request_dict(const struct proto_request *rq)
 	    put(d, "solution_name", text(rq->solution_name)) ||
 	    put(d, "solution_src", source(rq->solution_src, rq->solution_len)) ||
 	    put(d, "cache_dir", text(rq->cache_dir)) ||
+	    put(d, "build_dir", text(rq->build_dir)) ||
 	    put(d, "trials", PyLong_FromUnsignedLong(rq->trials)) ||
 	    put(d, "atol32", PyFloat_FromDouble(rq->tol_fp32.atol)) ||
 	    put(d, "rtol32", PyFloat_FromDouble(rq->tol_fp32.rtol)) ||
