@@ -69,6 +69,7 @@ void run_free(struct run *r)
 	free(r->checks);
 	json_decref(r->options);
 	free(r->problem_src);
+	free(r->pause_log);
 	free(r->info);
 	store_unlock_run(r->lock);
 	free(r);

@@ -165,12 +165,19 @@ int run_meta_write(struct run *r)
 
 int run_set_state(struct run *r, enum run_state s, const char *reason)
 {
+	json_t *head = json_pack("{s:s, s:s, s:f}", "state", run_state_name(s), "reason",
+				 reason ? reason : "", "at", now_s());
 	int rc;
 
-	rc = batch_take(r, JR_STATE,
-			json_pack("{s:s, s:s, s:f}", "state", run_state_name(s), "reason",
-				  reason ? reason : "", "at", now_s()),
-			NULL, NULL, 0);
+	/* Why an evaluation could not be done: its log, with the pause. */
+	if (head && r->pause_log && s == RUN_INTERRUPTED &&
+	    json_object_set_new(head, "log", json_string(r->pause_log))) {
+		json_decref(head);
+		head = NULL;
+	}
+	free(r->pause_log);
+	r->pause_log = NULL;
+	rc = batch_take(r, JR_STATE, head, NULL, NULL, 0);
 	if (!rc)
 		rc = commit(r);
 	if (rc)
@@ -1203,7 +1210,30 @@ static int feedback_of(const struct proto_result *res, enum node_status st, stru
 	return rc;
 }
 
-static int phase_eval(struct run *r, enum stop_kind *stop)
+/*
+ * An evaluation that ends in `error` could not be done (a broken
+ * installation, a lost evaluator): it is not the candidate's outcome, so
+ * it is neither journaled as the node's result nor fed to the agents.  The
+ * run pauses with the message, its log goes with the pause, and
+ * `stark resume` sends the evaluation again, once the cause is fixed.
+ */
+static void pause_on_error(struct run *r, const struct proto_result *res, char *why,
+			   size_t whylen, enum stop_kind *stop)
+{
+	const char *log = res->log ? res->log : "";
+
+	snprintf(why, whylen,
+		 "the evaluation of node %u could not be done (not the candidate's fault): %.360s",
+		 r->cur.node, res->message && res->message[0] ? res->message : "no message");
+	text_clean(why, strlen(why));
+	free(r->pause_log);
+	r->pause_log = strndup(log, 65536);
+	if (r->pause_log)
+		text_clean(r->pause_log, strlen(r->pause_log));
+	*stop = STOP_PAUSE;
+}
+
+static int phase_eval(struct run *r, enum stop_kind *stop, char *why, size_t whylen)
 {
 	const struct tree_node *n = tree_node(r->tree, r->cur.node);
 	char key[RUN_KEY_MAX], hash[17];
@@ -1254,6 +1284,10 @@ static int phase_eval(struct run *r, enum stop_kind *stop)
 	}
 	if (rc)
 		goto out_free;
+	if (res.status == PROTO_ST_ERROR) {
+		pause_on_error(r, &res, why, whylen, stop);
+		goto out_free;
+	}
 	st = node_status_of(&res);
 	rc = feedback_of(&res, st, &fb);
 	if (!rc)
@@ -1397,7 +1431,7 @@ static int attempt(struct run *r, enum stop_kind *stop, char *why, size_t whylen
 		if (rc || *stop || !r->cur.open)
 			return rc;
 	}
-	return phase_eval(r, stop);
+	return phase_eval(r, stop, why, whylen);
 }
 
 /* The candidate format the agents write (the run's --format). */
