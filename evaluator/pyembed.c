@@ -967,6 +967,26 @@ int evpy_eval(const struct proto_request *rq, const char *expr, struct dbuf *out
 	return 0;
 }
 
+int evpy_doctor(const char *device, struct dbuf *out)
+{
+	PyObject *mod, *v = NULL;
+	const char *p;
+	int rc = ST_EINVAL;
+
+	if (!started)
+		return ST_EINVAL;
+	mod = PyImport_ImportModule("stark_env");
+	if (mod)
+		v = PyObject_CallMethod(mod, "report_json", "s", device);
+	if (v && PyUnicode_Check(v) && (p = PyUnicode_AsUTF8(v)))
+		rc = dbuf_puts(out, p);
+	else
+		exception_text(out);
+	Py_XDECREF(v);
+	Py_XDECREF(mod);
+	return rc;
+}
+
 int evpy_result_from_expr(const char *expr, struct proto_result *rs, char *err, size_t errlen)
 {
 	PyObject *v;
