@@ -44,6 +44,7 @@ MSGPACK_LIBS := $(call PKG,msgpack,-lmsgpackc)
 LMDB_LIBS := $(call PKG,lmdb,-llmdb)
 CURL_LIBS := $(call PKG,libcurl,-lcurl)
 JSON_LIBS := $(call PKG,jansson,-ljansson)
+NETTLE_LIBS := $(call PKG,nettle,-lnettle)
 SECCOMP_LIBS := $(call PKG,libseccomp,-lseccomp)
 CHECK_LIBS := $(call PKG,check,-lcheck_pic -lsubunit -lrt -lm)
 PY_CFLAGS := $(if $(PYTHON),$(shell $(PYTHON) scripts/pyflags.py --cflags))
@@ -72,7 +73,7 @@ LIB_evaluator := $(call lib_of,evaluator)
 # What each program links, in dependency order, and its foreign libraries.
 STARK_LIBS := $(LIB_cli) $(LIB_report) $(LIB_engine) $(LIB_pool) $(LIB_search) $(LIB_store) \
 	$(LIB_llm) $(LIB_sandbox) $(LIB_proto) $(LIB_common)
-STARK_EXT := $(LMDB_LIBS) $(CURL_LIBS) $(JSON_LIBS) $(SECCOMP_LIBS) $(MSGPACK_LIBS) -lm
+STARK_EXT := $(LMDB_LIBS) $(CURL_LIBS) $(JSON_LIBS) $(NETTLE_LIBS) $(SECCOMP_LIBS) $(MSGPACK_LIBS) -lm
 EVAL_LIBS := $(LIB_evaluator) $(LIB_sandbox) $(LIB_proto) $(LIB_common)
 EVAL_EXT := $(PY_LDFLAGS) $(SECCOMP_LIBS) $(MSGPACK_LIBS) -lm
 
@@ -147,7 +148,7 @@ $(BUILD)/tests/test_search: tests/unit/test_search.c $(LIB_search) $(LIB_common)
 # pool's tests link only pool and what pool needs (same reason).
 $(BUILD)/tests/test_pool: tests/unit/test_pool.c $(LIB_pool) $(LIB_sandbox) $(LIB_proto) $(LIB_common)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SECCOMP_LIBS) $(MSGPACK_LIBS) -lm $(CHECK_LIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SECCOMP_LIBS) $(MSGPACK_LIBS) $(JSON_LIBS) $(NETTLE_LIBS) -lm $(CHECK_LIBS)
 # sandbox's tests and helpers link only sandbox and common (same reason).
 $(BUILD)/tests/test_sandbox: tests/unit/test_sandbox.c $(LIB_sandbox) $(LIB_common)
 	@mkdir -p $(dir $@)

@@ -42,6 +42,7 @@ int cmd_show(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
 
 /* Path of the stark-eval program: $STARK_EVALUATOR, else beside stark
  * (static storage; never NULL). */

@@ -215,6 +215,9 @@ int cli_eval_print_human(const struct proto_result *rs, const struct evalrun_inf
 	} else {
 		printf("%s: %s\n", proto_status_name(rs->status), rs->message ? rs->message : "");
 	}
+	/* Not the candidate's fault: what this machine lacks is one command away. */
+	if (rs->status == PROTO_ST_ERROR && !(rs->message && strstr(rs->message, "stark doctor")))
+		printf("  (`stark doctor` lists what this machine lacks for each device)\n");
 	for (uint32_t i = 0; i < rs->nflags; i++)
 		printf("  flag       %s\n", rs->flags[i]);
 	for (int i = 0; i < 4; i++)

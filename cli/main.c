@@ -24,6 +24,7 @@ static const struct {
 	{"export", cmd_export, "export RUN_ID [-o FILE] [--store DIR]"},
 	{"list", cmd_list, "list [--store DIR]"},
 	{"report", cmd_report, "report RUN_ID|BENCH_ID... [-o FILE.html] [--store DIR]"},
+	{"doctor", cmd_doctor, "doctor [--device cpu|cuda[:N]] [--json]"},
 };
 
 static void usage(FILE *f)

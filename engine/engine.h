@@ -449,6 +449,8 @@ struct run {
 	FILE *progress; /* NULL: quiet */
 	bool progress_tty;
 	char doing[96]; /* what the run waits for (terminal progress) */
+	char *pause_log; /* the log of an evaluation that ended in `error`,
+			    journaled with the pause it causes (owned) */
 	uint64_t tag;
 };
 

@@ -165,7 +165,30 @@ static int feedback_of(const struct proto_result *res, enum node_status st, stru
 	return rc;
 }
 
-static int phase_eval(struct run *r, enum stop_kind *stop)
+/*
+ * An evaluation that ends in `error` could not be done (a broken
+ * installation, a lost evaluator): it is not the candidate's outcome, so
+ * it is neither journaled as the node's result nor fed to the agents.  The
+ * run pauses with the message, its log goes with the pause, and
+ * `stark resume` sends the evaluation again, once the cause is fixed.
+ */
+static void pause_on_error(struct run *r, const struct proto_result *res, char *why,
+			   size_t whylen, enum stop_kind *stop)
+{
+	const char *log = res->log ? res->log : "";
+
+	snprintf(why, whylen,
+		 "the evaluation of node %u could not be done (not the candidate's fault): %.360s",
+		 r->cur.node, res->message && res->message[0] ? res->message : "no message");
+	str_utf8_sanitize(why, strlen(why));
+	free(r->pause_log);
+	r->pause_log = strndup(log, 65536);
+	if (r->pause_log)
+		str_utf8_sanitize(r->pause_log, strlen(r->pause_log));
+	*stop = STOP_PAUSE;
+}
+
+static int phase_eval(struct run *r, enum stop_kind *stop, char *why, size_t whylen)
 {
 	const struct tree_node *n = tree_node(r->tree, r->cur.node);
 	char key[RUN_KEY_MAX], hash[17];
@@ -216,6 +239,10 @@ static int phase_eval(struct run *r, enum stop_kind *stop)
 	}
 	if (rc)
 		goto out_free;
+	if (res.status == PROTO_ST_ERROR) {
+		pause_on_error(r, &res, why, whylen, stop);
+		goto out_free;
+	}
 	st = node_status_of(&res);
 	rc = feedback_of(&res, st, &fb);
 	if (!rc)
@@ -322,7 +349,7 @@ static int attempt(struct run *r, enum stop_kind *stop, char *why, size_t whylen
 		if (rc || *stop || !r->cur.open)
 			return rc;
 	}
-	return phase_eval(r, stop);
+	return phase_eval(r, stop, why, whylen);
 }
 
 /* The candidate format the agents write (the run's --format). */

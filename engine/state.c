@@ -65,6 +65,7 @@ void run_free(struct run *r)
 	free(r->checks);
 	json_decref(r->options);
 	free(r->problem_src);
+	free(r->pause_log);
 	free(r->info);
 	store_unlock_run(r->lock);
 	free(r);
@@ -240,12 +241,19 @@ int run_meta_write(struct run *r)
 
 int run_set_state(struct run *r, enum run_state s, const char *reason)
 {
+	json_t *head = json_pack("{s:s, s:s, s:f}", "state", run_state_name(s), "reason",
+				 reason ? reason : "", "at", run__now());
 	int rc;
 
-	rc = run__batch_take(r, JR_STATE,
-			json_pack("{s:s, s:s, s:f}", "state", run_state_name(s), "reason",
-				  reason ? reason : "", "at", run__now()),
-			NULL, NULL, 0);
+	/* Why an evaluation could not be done: its log, with the pause. */
+	if (head && r->pause_log && s == RUN_INTERRUPTED &&
+	    json_object_set_new(head, "log", json_string(r->pause_log))) {
+		json_decref(head);
+		head = NULL;
+	}
+	free(r->pause_log);
+	r->pause_log = NULL;
+	rc = run__batch_take(r, JR_STATE, head, NULL, NULL, 0);
 	if (!rc)
 		rc = run__commit(r);
 	if (rc)

@@ -105,6 +105,13 @@ ST_WUR int evpy_result_from_expr(const char *expr, struct proto_result *rs, char
 				 size_t errlen);
 
 /*
+ * `stark-eval --doctor DEVICE`: appends stark_env.report_json(device), what
+ * this machine has and lacks for the device's candidate formats (JSON), to
+ * out.  Returns 0, or ST_EINVAL with the exception text in out.
+ */
+ST_WUR int evpy_doctor(const char *device, struct dbuf *out);
+
+/*
  * Test hook: evaluates the Python expression expr with `req` bound to the
  * request dict built from rq (or None when rq is NULL) and the harness
  * modules importable, and appends str() of the value to out.  Returns 0,

@@ -8,11 +8,15 @@
  *
  * Usage: stark-eval [--jailed]
  *        stark-eval --zygote [--cgroup-parent DIR]
+ *        stark-eval --doctor DEVICE
  *   --jailed   the orchestrator started us in a run jail: candidate workers
  *              install the sandbox's narrow seccomp filter before loading
  *              the solution.
  *   --zygote   serve evaluations forked from one started interpreter, each
  *              in its own jail (zygote.c; the protocol is in evaluator.h).
+ *   --doctor   print what this machine has and lacks for DEVICE's candidate
+ *              formats, as JSON on stdout (stark_env.report; `stark doctor`
+ *              runs it in a compile jail), and exit 0 (3: it could not).
  *
  * Exit status: 0 a result was written; 3 it could not be (fd 3 missing or
  * broken).  After the result is written the process leaves with _exit():
@@ -36,9 +40,29 @@ const char *__asan_default_options(void)
 
 static int usage(const char *arg)
 {
-	stark_warn("unknown argument '%s' (usage: %s [--jailed] | --zygote [--cgroup-parent DIR])",
+	stark_warn("unknown argument '%s' (usage: %s [--jailed] | --zygote [--cgroup-parent DIR] | --doctor DEVICE)",
 		   arg, EVAL_PROGRAM);
 	return 3;
+}
+
+static int doctor(struct evpy_opts *opts, const char *device)
+{
+	struct dbuf out;
+	char err[512];
+	int rc;
+
+	if (evpy_init(opts, err, sizeof(err))) {
+		stark_warn("%s", err);
+		return 3;
+	}
+	dbuf_init(&out, 1u << 20);
+	rc = evpy_doctor(device, &out);
+	if (rc)
+		stark_warn("the probe failed: %s", dbuf_str(&out));
+	else if (io_write_full(1, out.p, out.len) || io_write_full(1, "\n", 1))
+		rc = ST_EIO;
+	dbuf_release(&out);
+	return rc ? 3 : 0;
 }
 
 int main(int argc, char **argv)
@@ -65,6 +89,8 @@ int main(int argc, char **argv)
 			zygote = true;
 		else if (!strcmp(argv[i], "--cgroup-parent") && i + 1 < argc)
 			cgroup_parent = argv[++i];
+		else if (!strcmp(argv[i], "--doctor") && i + 1 < argc && argc == 3)
+			_exit(doctor(&opts, argv[++i]));
 		else
 			return usage(argv[i]);
 	}

@@ -62,6 +62,7 @@ PYSRC(stark_py_cuda);
 PYSRC(stark_py_wire);
 PYSRC(stark_py_nvcc);
 PYSRC(stark_py_build);
+PYSRC(stark_py_env);
 PYSRC(stark_py_worker_gpu);
 PYSRC(stark_py_worker_outputs);
 PYSRC(stark_py_worker);
@@ -73,6 +74,7 @@ PYSRC(stark_py_referee_compare);
 PYSRC(stark_py_referee_data);
 PYSRC(stark_py_referee_timing);
 PYSRC(stark_py_referee_checks);
+PYSRC(stark_py_referee_build);
 PYSRC(stark_py_referee);
 
 static const struct {
@@ -84,6 +86,7 @@ static const struct {
 	{"stark_wire", stark_py_wire_start, stark_py_wire_end},
 	{"stark_nvcc", stark_py_nvcc_start, stark_py_nvcc_end},
 	{"stark_build", stark_py_build_start, stark_py_build_end},
+	{"stark_env", stark_py_env_start, stark_py_env_end},
 	{"stark_worker_gpu", stark_py_worker_gpu_start, stark_py_worker_gpu_end},
 	{"stark_worker_outputs", stark_py_worker_outputs_start, stark_py_worker_outputs_end},
 	{"stark_worker", stark_py_worker_start, stark_py_worker_end},
@@ -95,6 +98,7 @@ static const struct {
 	{"stark_referee_data", stark_py_referee_data_start, stark_py_referee_data_end},
 	{"stark_referee_timing", stark_py_referee_timing_start, stark_py_referee_timing_end},
 	{"stark_referee_checks", stark_py_referee_checks_start, stark_py_referee_checks_end},
+	{"stark_referee_build", stark_py_referee_build_start, stark_py_referee_build_end},
 	{"stark_referee", stark_py_referee_start, stark_py_referee_end},
 };
 
@@ -560,6 +564,7 @@ static PyObject *request_dict(const struct proto_request *rq)
 	    put(d, "solution_name", text(rq->solution_name)) ||
 	    put(d, "solution_src", source(rq->solution_src, rq->solution_len)) ||
 	    put(d, "cache_dir", text(rq->cache_dir)) ||
+	    put(d, "build_dir", text(rq->build_dir)) ||
 	    put(d, "trials", PyLong_FromUnsignedLong(rq->trials)) ||
 	    put(d, "atol32", PyFloat_FromDouble(rq->tol_fp32.atol)) ||
 	    put(d, "rtol32", PyFloat_FromDouble(rq->tol_fp32.rtol)) ||
@@ -963,6 +968,26 @@ int evpy_eval(const struct proto_request *rq, const char *expr, struct dbuf *out
 	dbuf_append_trunc(out, p, strlen(p));
 	Py_DECREF(s);
 	return 0;
+}
+
+int evpy_doctor(const char *device, struct dbuf *out)
+{
+	PyObject *mod, *v = NULL;
+	const char *p;
+	int rc = ST_EINVAL;
+
+	if (!started)
+		return ST_EINVAL;
+	mod = PyImport_ImportModule("stark_env");
+	if (mod)
+		v = PyObject_CallMethod(mod, "report_json", "s", device);
+	if (v && PyUnicode_Check(v) && (p = PyUnicode_AsUTF8(v)))
+		rc = dbuf_puts(out, p);
+	else
+		exception_text(out);
+	Py_XDECREF(v);
+	Py_XDECREF(mod);
+	return rc;
 }
 
 int evpy_result_from_expr(const char *expr, struct proto_result *rs, char *err, size_t errlen)

@@ -1,27 +1,32 @@
-"""stark_build -- load_inline builds, cached by content hash.
+"""stark_build -- load_inline builds in the evaluation's own build folder.
 
 Candidate solutions in KernelBench format build native code with
 torch.utils.cpp_extension.load_inline.  Inside a worker, before the
 solution's top level runs, install() replaces that function with one of two
-stand-ins:
+stand-ins, both working in one folder, the evaluation's build folder
+(the request's build_dir):
 
   mode "build" (compile stage, and the all-in-one stage): the real
-      load_inline builds into a fresh temporary folder beside the cache
-      entry, with verbose=False so the compiler's output ends up in the
-      exception (our compile log); on success the folder gets a manifest
-      and is renamed into place, so an entry is either complete or absent.
-      An entry already present is imported without building.
-  mode "load" (run stage): only imports a prebuilt entry; never builds and
-      never execs.  A missing entry is a compile_error saying that the
-      compile stage must build it first.
+      load_inline builds into a fresh temporary folder in the build folder,
+      with verbose=False so the compiler's output ends up in the exception
+      (our compile log); on success the folder gets a manifest and is
+      renamed into place.  An entry already there (the same call made
+      twice) is imported without building.  In the compile stage the build
+      folder is a scratch folder of this evaluation alone, the only place
+      the compile jail may write.
+  mode "load" (run stage): only imports what the build folder holds, which
+      in the run jail is the compile stage's output, read-only; never
+      builds and never execs.  A missing entry is a compile_error saying
+      that the compile stage must build it first.
 
-The cache key hashes everything that shapes the binary: the name, sources,
-functions, flags, and the torch, Python and CUDA versions.  A build lock
-(flock, released by the kernel when a builder dies) keeps two evaluators
-from building one entry at once; each build starts in a fresh folder, so
-a builder killed at its deadline leaves nothing a later one trips on
-(torch's own lock file included).  Failed builds leave their log beside
-the entry, so the same broken sources are not compiled twice.
+Sharing builds between evaluations is not done here: once the compile
+stage's processes are gone, the orchestrator (trusted) copies the build
+folder into the build cache under a key computed by trusted code from the
+toolchain and the sources (stark_env.entry_key, orchestrator/buildcache.c),
+and later evaluations with those inputs get that entry as their build
+folder.  Nothing a jailed process names or writes decides where a build is
+published, and no jail can write the cache.  lookup() is how the referee
+finds an entry, or a remembered compile error, before any candidate runs.
 
 In the compile stage, nvcc is reached through stark_nvcc (written into each
 build's folder), which runs nvcc's host and device front ends at the same
@@ -30,10 +35,10 @@ how each .cu unit was compiled ("nvcc").
 
 Build failures are recorded here even when the candidate's code catches the
 exception, so a solution that quietly falls back to PyTorch after a failed
-build is still reported as compile_error.
+build is still reported as compile_error (or as error, when the referee
+finds that the machine lacks what the build needs: stark_env).
 """
 
-import fcntl
 import hashlib
 import importlib.util
 import io
@@ -41,6 +46,7 @@ import json
 import os
 import platform
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -89,8 +95,9 @@ def _import_extension_module():
 
 KEY_VERSION = "stark-ext-1"
 MANIFEST = "stark-manifest.json"
-FAILED_SUFFIX = ".failed"      # beside an entry: the log of a failed build
 LOG_KEEP = 200000           # bytes of compiler output kept per failure
+ENTRY_MARK = ".stark-entry"     # written by the publisher into every entry
+FAILED_MAX = 1 << 20            # bytes of a remembered failure read back
 
 
 class BuildError(RuntimeError):
@@ -98,13 +105,23 @@ class BuildError(RuntimeError):
 
 
 class MissingBuild(RuntimeError):
-    """Run stage: no prebuilt module for these sources in the cache."""
+    """Run stage: no prebuilt module for these sources in the build folder."""
+
+
+class SetupError(RuntimeError):
+    """torch.utils.cpp_extension could not be imported (install()): the
+    machine lacks something torch's builds need.  .cause is the exception."""
+
+    def __init__(self, cause):
+        super().__init__("torch.utils.cpp_extension cannot be imported: %s: %s"
+                         % (type(cause).__name__, cause))
+        self.cause = cause
 
 
 # Per-process state of the worker that loads the candidate.
 state = {
     "mode": None,        # "build" or "load"
-    "cache_dir": None,   # root of the cache
+    "build_dir": None,   # this evaluation's build folder, or None (nothing built)
     "calls": 0,          # load_inline calls
     "built": 0,          # entries built by this process
     "hits": 0,           # entries found in the cache
@@ -225,7 +242,7 @@ def cache_key(name, cpp_sources, cuda_sources, functions, extra_cflags,
 
 def _entry_dir(name, key):
     safe = "".join(c if c.isalnum() or c in "_-" else "_" for c in str(name))[:64]
-    return os.path.join(state["cache_dir"], "ext", "%s-%s" % (safe or "ext", key[:32]))
+    return os.path.join(state["build_dir"], "ext", "%s-%s" % (safe or "ext", key[:32]))
 
 
 def _read_manifest(entry):
@@ -258,81 +275,47 @@ def _import_entry(entry, man):
     return module
 
 
-def _fail(name, log):
-    state["failures"].append({"name": str(name), "log": log})
+def _fail(name, log, cuda):
+    state["failures"].append({"name": str(name), "log": log, "cuda": bool(cuda)})
     raise BuildError("load_inline could not build extension '%s'" % name) from None
 
 
-def _remember_failure(entry, log):
-    """Keeps a failed build's log beside the entry: the same sources fail
-    the same way, and a search resubmitting broken code, or a test suite
-    run twice, should not pay for the compiler again.  Only failures that
-    the compiler reported are kept (a builder killed at its deadline never
-    gets here); deleting the file forces a retry."""
-    try:
-        with open(entry + FAILED_SUFFIX + ".tmp", "w", encoding="utf-8") as f:
-            f.write(log)
-        os.rename(entry + FAILED_SUFFIX + ".tmp", entry + FAILED_SUFFIX)
-    except OSError:
-        pass
-
-
-def _known_failure(entry):
-    try:
-        with open(entry + FAILED_SUFFIX, "r", encoding="utf-8", errors="replace") as f:
-            log = f.read(LOG_KEEP + 1)
-    except OSError:
-        return None
-    return ("[the same sources failed to build before; this is that build's log. "
-            "Delete %s to build again.]\n%s" % (entry + FAILED_SUFFIX, log))
-
-
 def _build(name, key, entry, kwargs):
-    """Builds into a temporary folder and renames it into place."""
-    parent = os.path.dirname(entry)
-    os.makedirs(parent, mode=0o700, exist_ok=True)
-    lockf = open(entry + ".lock", "a+")
+    """Builds into a temporary folder and renames it into place.  The
+    build folder belongs to this evaluation alone: no lock is needed."""
+    os.makedirs(os.path.dirname(entry), mode=0o700, exist_ok=True)
+    tmp = "%s.tmp-%d" % (entry, os.getpid())
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp, mode=0o700)
+    kwargs = dict(kwargs)
+    kwargs["build_directory"] = tmp
+    kwargs["verbose"] = False       # the output goes into the exception
+    state["nvcc_cmd"] = _nvcc_command(tmp)
     try:
-        fcntl.flock(lockf.fileno(), fcntl.LOCK_EX)
-        man = _read_manifest(entry)
-        if man is not None:     # someone else built it while we waited
-            return entry, man, False
-        tmp = "%s.tmp-%d" % (entry, os.getpid())
-        shutil.rmtree(tmp, ignore_errors=True)
-        os.makedirs(tmp, mode=0o700)
-        kwargs = dict(kwargs)
-        kwargs["build_directory"] = tmp
-        kwargs["verbose"] = False       # the output goes into the exception
-        state["nvcc_cmd"] = _nvcc_command(tmp)
-        try:
-            result = _real_load_inline(name, **kwargs)
-        except Exception as e:
-            state["nvcc_cmd"] = None
-            _collect_nvcc(tmp)
-            log = str(e)
-            if len(log) > LOG_KEEP:
-                log = log[:LOG_KEEP // 2] + "\n[... cut ...]\n" + log[-LOG_KEEP // 2:]
-            shutil.rmtree(tmp, ignore_errors=True)
-            _remember_failure(entry, log)
-            _fail(name, log)
+        result = _real_load_inline(name, **kwargs)
+    except Exception as e:
         state["nvcc_cmd"] = None
         _collect_nvcc(tmp)
-        if isinstance(result, str):     # is_python_module=False: a path
-            fname, mod = os.path.basename(result), os.path.splitext(
-                os.path.basename(result))[0]
-        else:
-            fname = os.path.basename(result.__file__)
-            mod = result.__name__
-        man = {"module": mod, "file": fname, "key": key,
-               "python_module": not isinstance(result, str)}
-        with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
-            json.dump(man, f)
-        # A stale entry without manifest (older layout, crash) is replaced.
-        shutil.rmtree(entry, ignore_errors=True)
-        os.rename(tmp, entry)
-        return entry, man, result
-    finally:
-        lockf.close()
+        log = "%s: %s" % (type(e).__name__, e) if isinstance(e, ImportError) else str(e)
+        if len(log) > LOG_KEEP:
+            log = log[:LOG_KEEP // 2] + "\n[... cut ...]\n" + log[-LOG_KEEP // 2:]
+        shutil.rmtree(tmp, ignore_errors=True)
+        _fail(name, log, kwargs.get("cuda_sources"))
+    state["nvcc_cmd"] = None
+    _collect_nvcc(tmp)
+    if isinstance(result, str):     # is_python_module=False: a path
+        fname, mod = os.path.basename(result), os.path.splitext(
+            os.path.basename(result))[0]
+    else:
+        fname = os.path.basename(result.__file__)
+        mod = result.__name__
+    man = {"module": mod, "file": fname, "key": key,
+           "python_module": not isinstance(result, str)}
+    with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
+        json.dump(man, f)
+    shutil.rmtree(entry, ignore_errors=True)
+    os.rename(tmp, entry)
+    return entry, man, result
 
 
 def load_inline(name, cpp_sources=None, cuda_sources=None, functions=None,
@@ -348,21 +331,18 @@ def load_inline(name, cpp_sources=None, cuda_sources=None, functions=None,
                     extra_cuda_cflags, extra_ldflags, extra_include_paths,
                     with_cuda, is_python_module, with_pytorch_error_handling,
                     extra)
-    entry = _entry_dir(name, key)
-    man = _read_manifest(entry)
+    entry = _entry_dir(name, key) if state["build_dir"] else None
+    man = _read_manifest(entry) if entry else None
     if man is not None:
         t0 = time.monotonic()
         mod = _import_entry(entry, man)
         state["hits"] += 1
         state["load_s"] += time.monotonic() - t0
         return mod
-    failed = _known_failure(entry)
-    if failed is not None:
-        _fail(name, failed)
-    if state["mode"] != "build":
+    if state["mode"] != "build" or entry is None:
         # Recorded like a failed build, so the verdict is compile_error even
         # when the solution catches the exception.
-        msg = ("load_inline: extension '%s' is not in the build cache (key %s): "
+        msg = ("load_inline: extension '%s' is not in this evaluation's builds (key %s): "
                "solutions in the KernelBench format are built in the compile stage, "
                "which must run first with these same sources; the run stage only "
                "loads its builds (the fast format, stark_cuda, compiles in either)"
@@ -379,29 +359,56 @@ def load_inline(name, cpp_sources=None, cuda_sources=None, functions=None,
                   keep_intermediates=keep_intermediates, **extra)
     t0 = time.monotonic()
     entry, man, result = _build(name, key, entry, kwargs)
-    if result is False:         # built by a peer while we waited
-        state["hits"] += 1
-        return _import_entry(entry, man)
     state["built"] += 1
     state["build_s"] += time.monotonic() - t0
     return result
 
 
-def install(mode, cache_dir):
+def install(mode, build_dir):
     """Replaces load_inline in torch.utils.cpp_extension (before the
-    solution's top level runs).  mode is "build" or "load"; cache_dir is
-    the cache's root (the referee makes a temporary one when the request
-    names none)."""
+    solution's top level runs).  mode is "build" or "load"; build_dir is
+    the evaluation's build folder (None: nothing can be loaded or built).
+    Raises SetupError where torch's extension module cannot be imported."""
     global _real_load_inline, _real_join_cuda_home
-    ext = _import_extension_module()
+    state["mode"] = mode
+    state["build_dir"] = build_dir or None
+    try:
+        ext = _import_extension_module()
+    except Exception as e:
+        raise SetupError(e) from e
     if _real_load_inline is None:
         _real_load_inline = ext.load_inline
     if _real_join_cuda_home is None and callable(getattr(ext, "_join_cuda_home", None)):
         _real_join_cuda_home = ext._join_cuda_home
         ext._join_cuda_home = _join_cuda_home
-    state["mode"] = mode
-    state["cache_dir"] = cache_dir
     ext.load_inline = load_inline
+
+
+def lookup(store_dir, key):
+    """What the build cache holds for an evaluation key (trusted code, the
+    referee, before any candidate runs; the store is read-only in every
+    jail): ("hit", folder) for a published build, ("failed", message, log)
+    for a remembered compile error, or None."""
+    if not store_dir or not isinstance(key, str) or len(key) != 64 or \
+            any(c not in "0123456789abcdef" for c in key):
+        return None
+    entry = os.path.join(store_dir, "builds", key)
+    try:
+        st = os.lstat(entry)
+        mark = os.lstat(os.path.join(entry, ENTRY_MARK))
+        if stat.S_ISDIR(st.st_mode) and stat.S_ISREG(mark.st_mode):
+            return ("hit", entry)
+    except OSError:
+        pass
+    try:
+        fd = os.open(os.path.join(store_dir, "failed", key), os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            doc = json.loads(f.read(FAILED_MAX).decode("utf-8", "replace"))
+        if isinstance(doc, dict) and isinstance(doc.get("message"), str):
+            return ("failed", doc["message"], str(doc.get("log", "")))
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 # The prefix stark_nvcc precompiles (prepare_pch): what load_inline puts

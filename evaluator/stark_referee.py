@@ -26,6 +26,8 @@ in a module of its own with the trust notes of what it does:
   stark_referee_timing    the timing method and the timing phase
   stark_referee_readings  what timed readings mean (claims, guard, roofline)
   stark_referee_checks    integrity checks, probes and flags
+  stark_referee_build     the build folder and key, the build cache's
+                          answer, and whose fault a failed build is
 This module holds the evaluation's flow (Evaluation.evaluate) and the
 result.
 """
@@ -41,6 +43,7 @@ import torch
 import _stark
 import stark_cuda
 import stark_wire as W
+from stark_referee_build import Builds
 from stark_referee_checks import Checks
 from stark_referee_common import LIMITS, Verdict, cut, derive, dict_field, int_field, number
 from stark_referee_compare import Comparison
@@ -111,7 +114,7 @@ def prewarm():
     return dict(PREWARM)
 
 
-class Evaluation(Workers, DataPath, Comparison, GpuLock, Timing, Checks):
+class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, Timing, Checks):
     """One evaluation: the flow is evaluate(); the parts it calls are the
     mixins' (see the module's docstring)."""
 
@@ -147,6 +150,8 @@ class Evaluation(Workers, DataPath, Comparison, GpuLock, Timing, Checks):
         self.rechecked = 0          # comparisons passed on the float64 recheck
         self.recheck_err = 0.0      # the largest reference error they allowed for
         self.build = {}
+        self.build_dir = None       # the workers' build folder (stark_build)
+        self.build_mode = None      # None: by stage; "load": a cached build
         self.cuda = str(req["device"]).startswith("cuda")
         self.tmp_cubin = None
         self.lock_fd = None
@@ -209,10 +214,10 @@ class Evaluation(Workers, DataPath, Comparison, GpuLock, Timing, Checks):
         # runtime initialized before fork is unusable in the workers.  The
         # reference worker reports a missing device.
         self.load_problem()
-        if not self.req["cache_dir"]:
-            if self.stage == "run":
-                raise Verdict("error", "the run stage needs a build cache (cache_dir)")
-            self.tmp_cache = tempfile.mkdtemp(prefix="stark-cache-")
+        if self.stage == "run":
+            self.build_dir = self.req["build_dir"] or None
+        else:
+            self.plan_build()
         if self.stage == "run":
             # Where the candidate worker's NVRTC builds go when the shared
             # cache is read-only (the run jail's).
@@ -277,6 +282,7 @@ class Evaluation(Workers, DataPath, Comparison, GpuLock, Timing, Checks):
                          "the compile stage")
         self.res["stage_ms"]["compile_ms"] = (time.monotonic() - t0) * 1e3
         self.build = dict_field(info, "build")
+        self.built()
         raise Verdict("compiled", "the solution's native code is built (%d built, "
                       "%d from the cache)" % (int_field(self.build, "built"),
                                               int_field(self.build, "hits")))
@@ -295,6 +301,8 @@ class Evaluation(Workers, DataPath, Comparison, GpuLock, Timing, Checks):
                          "construction of ModelNew")
         self.res["stage_ms"]["compile_ms"] = (time.monotonic() - t0) * 1e3
         self.build = dict_field(info, "build")
+        if self.stage == "all":
+            self.built()
         self.res["env"]["weights_copied"] = str(int_field(info, "weights_copied"))
         # The fast format's NVRTC builds while the candidate loaded, as its
         # worker counted them (diagnostics: that process runs its code).

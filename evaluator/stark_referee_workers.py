@@ -120,7 +120,7 @@ class Workers:
 
     def cfg(self):
         return {"device": self.req["device"], "stage": self.stage,
-                "cache_dir": self.req["cache_dir"] or self.tmp_cache,
+                "build_dir": self.build_dir, "build_mode": self.build_mode,
                 "cubin_dir": self.tmp_cubin, "window_fd": self.window_fd,
                 "solution_name": self.req["solution_name"] or "solution.py",
                 "solution_src": self.req["solution_src"],
@@ -219,11 +219,18 @@ class Workers:
                                % (what, etype, emsg), tb)
             return Verdict("error", "the problem's reference raised %s during %s: %s"
                            % (etype, what, emsg), tb)
+        log = ""
         if err.get("phase") == "build":
             self.build = dict_field(err, "build")
             fails = self.build.get("failures") or []
             log = "\n\n".join(str(f.get("log", "")) for f in fails
                               if isinstance(f, dict))
+        # The machine's fault, where the referee finds it lacking
+        # (stark_referee_build).
+        v = self.build_failure(err, emsg, tb, log)
+        if v is not None:
+            return v
+        if err.get("phase") == "build":
             if err.get("missing") is True:
                 return Verdict("compile_error", emsg, cut(log, LIMITS["log_max"] - 1024))
             return Verdict("compile_error", "%s; the compiler's output is in the log"
@@ -232,7 +239,7 @@ class Workers:
             return Verdict("runtime_error", "the candidate's worker raised %s while making "
                            "the inputs (%s): %s" % (etype, what, emsg), tb)
         sol = self.req["solution_name"] or "solution.py"
-        if err.get("phase") == "load":
+        if err.get("phase") in ("load", "setup"):
             if etype == "MissingModelNew":
                 return Verdict("runtime_error", "the solution '%s' defines no class "
                                "ModelNew" % sol)

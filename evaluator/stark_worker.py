@@ -71,6 +71,21 @@ def _no_model_new():
             "message": "the solution defines no class ModelNew", "traceback": ""}
 
 
+def _setup_failed(e):
+    """stark_build.install() could not import torch's extension module
+    (before any candidate code ran); the referee checks the claim."""
+    cause = e.cause
+    return {"phase": "setup", "type": type(cause).__name__, "message": str(e)[:4000],
+            "module": getattr(cause, "name", None) if isinstance(cause, ImportError) else None,
+            "traceback": W.format_exc(cause, TRACEBACK_MAX)}
+
+
+def _builds(src):
+    """Whether a solution uses torch's extension builders (the test the
+    orchestrator makes: evalrun_needs_compile)."""
+    return any(w in src for w in (b"load_inline", b"cpp_extension", b"load("))
+
+
 def _exec_module(name, filename, src):
     """Runs source bytes as a fresh module registered in sys.modules."""
     mod = types.ModuleType(name)
@@ -146,15 +161,25 @@ class Worker(GpuTiming, Outputs):
         sys.modules.pop("stark_problem", None)
         # Trusted start-up first (torch's extension module, our loaders),
         # then the narrow filter, then the candidate.
-        mode = "build" if self.cfg["stage"] in ("compile", "all") else "load"
-        stark_build.install(mode, self.cfg["cache_dir"])
-        # The fast format (stark_cuda) keeps its cubins in the same cache.
-        # The run stage compiles what is missing itself: NVRTC is a library
-        # (no exec), and this process runs the candidate's code anyway, so
-        # compiling its CUDA source here adds no exposure.  The run jail
-        # mounts the cache read-only; new cubins then go to a private
-        # folder of this evaluation (the referee made it and removes it).
-        dirs = [os.path.join(self.cfg["cache_dir"], "cuda")]
+        mode = self.cfg.get("build_mode") or (
+            "build" if self.cfg["stage"] in ("compile", "all") else "load")
+        build_dir = self.cfg.get("build_dir") or None
+        try:
+            stark_build.install(mode, build_dir)
+        except stark_build.SetupError:
+            # Only a solution that builds needs torch's extension module;
+            # for one that does, the machine's lack is reported before any
+            # of its code runs (the referee checks the claim: stark_env).
+            if _builds(self.cfg["solution_src"]):
+                raise
+        # The fast format (stark_cuda) keeps its cubins in the build folder
+        # too.  The run stage compiles what is missing itself: NVRTC is a
+        # library (no exec), and this process runs the candidate's code
+        # anyway, so compiling its CUDA source here adds no exposure.  The
+        # run jail's build folder is read-only; new cubins then go to a
+        # private folder of this evaluation (the referee made it and
+        # removes it).
+        dirs = [os.path.join(build_dir, "cuda")] if build_dir else []
         if self.cfg.get("cubin_dir"):
             dirs.append(self.cfg["cubin_dir"])
         os.environ["STARK_CUDA_CACHE"] = os.pathsep.join(dirs)
@@ -234,6 +259,8 @@ class Worker(GpuTiming, Outputs):
             reuses = isinstance(cls, type) and issubclass(cls, self.problem.Model)
             self.model, _ = self._construct(cls, init_seed, True)
             copied = self._copy_weights(self.model, init_seed)
+        except stark_build.SetupError as e:
+            return None, _setup_failed(e)
         except BaseException as e:
             if stark_build.state["failures"]:
                 return None, self._build_failed()
@@ -251,7 +278,7 @@ class Worker(GpuTiming, Outputs):
         msg = f[0]["log"] if missing else "load_inline failed to build '%s'" % f[0]["name"]
         return {"phase": "build", "type": "MissingBuild" if missing else "BuildError",
                 "message": msg, "missing": missing, "traceback": "",
-                "build": stark_build.summary()}
+                "cuda": any(x.get("cuda") for x in f), "build": stark_build.summary()}
 
     def cmd_compile(self):
         """Compile stage: the solution's top level (which builds), then a
@@ -259,6 +286,8 @@ class Worker(GpuTiming, Outputs):
         t0 = time.monotonic()
         try:
             sol = self._load_solution()
+        except stark_build.SetupError as e:
+            return None, _setup_failed(e)
         except BaseException as e:
             if stark_build.state["failures"]:
                 return None, self._build_failed()

@@ -1,29 +1,46 @@
 /*
  * evalpair.c -- a candidate's whole evaluation: one process, or a compile
- * stage and then a run stage (separate processes in separate jails, sharing
- * the build cache), poll-driven so a caller can keep several in flight;
- * and the blocking forms for callers that wait for one (evalrun_one,
- * evalrun_split).
+ * stage and then a run stage (separate processes in separate jails),
+ * poll-driven so a caller can keep several in flight; the blocking forms
+ * for callers that wait for one (evalrun_one, evalrun_split); and how an
+ * evaluation uses the build cache.
  *
  * The run stage starts only when the compile stage says "compiled"; the
  * result is then the run stage's, with what the compile stage knows about
- * the build (its compile_ms, ext_built, ext_build_ms, ext_nvcc and its
- * jail's layers as compile_sandbox).  In EVALRUN_AUTO mode a candidate that builds
- * nothing (evalrun_needs_compile) goes straight to the run stage: the
- * fast format compiles its kernels with NVRTC there, a library call that
- * the run jail allows, and a pure PyTorch candidate has nothing to build.
+ * the build (its compile_ms, ext_built, ext_build_ms, ext_nvcc, the
+ * toolchain and the build cache's part, and its jail's layers as
+ * compile_sandbox).  In EVALRUN_AUTO mode a candidate that builds nothing
+ * (evalrun_needs_compile) goes straight to the run stage: the fast format
+ * compiles its kernels with NVRTC there, a library call that the run jail
+ * allows, and a pure PyTorch candidate has nothing to build.
+ *
+ * Builds (buildcache.c).  The compile stage (or the all-in-one process)
+ * builds in a scratch folder of its own, the only place its jail may
+ * write; the cache's store is read-only to it.  When it ends with its
+ * build made, and once its process tree is gone, the scratch folder is
+ * published into the store under the key computed here (the referee's
+ * toolchain fingerprint, the device kind and our own copies of the
+ * sources; the referee's key must agree), and the run stage gets that
+ * entry, read-only, as its build folder.  Where the referee found the
+ * key's entry already published ("hit"), the compile stage built nothing
+ * and the run stage gets the entry; where it judged a compile error the
+ * compiler's verdict on the candidate's own code, that is remembered
+ * under the key.  Nothing else is ever written to the store.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/common.h"
 #include "pool/pool.h"
 #include "pool/pool_int.h"
 
 /* What the compile stage says about its builds, kept for the result. */
-static const char *const build_keys[] = {"ext_built", "ext_build_ms", "ext_nvcc", "sandbox"};
-static const char *const kept_as[] = {"ext_built", "ext_build_ms", "ext_nvcc", "compile_sandbox"};
+static const char *const build_keys[] = {"ext_built", "ext_build_ms", "ext_nvcc", "sandbox",
+					 "toolchain", "build_key", "build_cache"};
+static const char *const kept_as[] = {"ext_built", "ext_build_ms", "ext_nvcc", "compile_sandbox",
+				      "toolchain", "build_key", "build_cache"};
 #define NKEPT ST_ARRAY_LEN(build_keys)
 
 struct evalrun_pair {
@@ -40,6 +57,11 @@ struct evalrun_pair {
 	char *kept[NKEPT];
 	double compile_ms;
 	uint64_t start_ns;
+	/* The build cache; root "" when the request names none. */
+	char root[PATH_MAX], store[PATH_MAX], scratch[PATH_MAX], entry[PATH_MAX];
+	char key[EVALRUN_KEY_LEN + 1];
+	char note[320];		     /* env build_cache: what became of the build */
+	struct sandbox_bind cbinds[EVALRUN_BINDS_MAX + 1], rbinds[EVALRUN_BINDS_MAX + 1];
 };
 
 bool evalrun_needs_compile(const char *src, size_t len)
@@ -50,6 +72,42 @@ bool evalrun_needs_compile(const char *src, size_t len)
 		if (src && memmem(src, len, words[i], strlen(words[i])))
 			return true;
 	return false;
+}
+
+/* o's binds, copied into arr, plus one: the pair's own folder. */
+static int add_bind(struct evalrun_opts *o, struct sandbox_bind *arr, const char *src,
+		    bool writable)
+{
+	if (o->nbinds >= EVALRUN_BINDS_MAX + 1)
+		return stark_error(ST_ETOOBIG, "evalrun: too many binds for the build folder");
+	if (o->nbinds)
+		memmove(arr, o->binds, o->nbinds * sizeof(*arr));
+	arr[o->nbinds] = (struct sandbox_bind){.src = src, .writable = writable};
+	o->binds = arr;
+	o->nbinds++;
+	return 0;
+}
+
+/* The store, and a scratch folder for a stage that builds. */
+static int cache_start(struct evalrun_pair *p, const char *root, bool builds)
+{
+	char err[PATH_MAX + 128];
+	int rc;
+
+	snprintf(p->root, sizeof(p->root), "%s", root);
+	rc = evalrun_cache_prepare(p->root, err, sizeof(err));
+	if (rc)
+		return stark_error(rc, "evalrun: %s", err);
+	if (snprintf(p->store, sizeof(p->store), "%s/store", p->root) >= (int)sizeof(p->store))
+		return stark_error(ST_ETOOBIG, "evalrun: the build cache's path is too long");
+	p->stage.cache_dir = p->store;
+	if (!builds)
+		return 0;
+	rc = evalrun_scratch_make(p->root, p->scratch, sizeof(p->scratch));
+	if (!rc)
+		rc = add_bind(&p->copts, p->cbinds, p->scratch, true);
+	p->stage.build_dir = p->scratch;
+	return rc;
 }
 
 int evalrun_pair_start(const struct evalrun_opts *copts, const struct evalrun_opts *ropts,
@@ -69,6 +127,7 @@ int evalrun_pair_start(const struct evalrun_opts *copts, const struct evalrun_op
 	p->copts = *copts;
 	p->ropts = *ropts;
 	p->stage = *rq;
+	p->stage.build_dir = NULL;
 	proto_result_init(&p->res);
 	evalrun_info_init(&p->info);
 	p->start_ns = clock_mono_ns();
@@ -76,17 +135,19 @@ int evalrun_pair_start(const struct evalrun_opts *copts, const struct evalrun_op
 		   (mode == EVALRUN_AUTO && evalrun_needs_compile(rq->solution_src, rq->solution_len));
 	if (mode == EVALRUN_ONE) {
 		p->stages = "all";
-		first = copts;
+		first = &p->copts;
 	} else if (p->split) {
 		p->stages = "compile+run";
 		p->stage.stage = PROTO_STAGE_COMPILE;
-		first = copts;
+		first = &p->copts;
 	} else {
 		p->stages = "run";
 		p->stage.stage = PROTO_STAGE_RUN;
-		first = ropts;
+		first = &p->ropts;
 	}
-	rc = evalrun_start(first, &p->stage, &p->er);
+	rc = rq->cache_dir && *rq->cache_dir ? cache_start(p, rq->cache_dir, first == &p->copts) : 0;
+	if (!rc)
+		rc = evalrun_start(first, &p->stage, &p->er);
 	if (rc) {
 		evalrun_pair_free(p);
 		return rc;
@@ -114,16 +175,143 @@ static void keep_build(struct evalrun_pair *p)
 		for (size_t k = 0; k < NKEPT; k++)
 			if (!strcmp(p->res.env[i].key, build_keys[k]) && !p->kept[k])
 				p->kept[k] = str_dup(p->res.env[i].val);
+	/* What became of the build, as we know it, over the referee's word. */
+	for (size_t k = 0; k < NKEPT && p->note[0]; k++)
+		if (!strcmp(build_keys[k], "build_cache")) {
+			free(p->kept[k]);
+			p->kept[k] = str_dup(p->note);
+		}
+}
+
+static const char *env_of(const struct proto_result *rs, const char *key)
+{
+	for (uint32_t i = 0; i < rs->nenv; i++)
+		if (!strcmp(rs->env[i].key, key))
+			return rs->env[i].val;
+	return NULL;
+}
+
+static bool env_is(const struct proto_result *rs, const char *key, const char *val)
+{
+	const char *v = env_of(rs, key);
+
+	return v && !strcmp(v, val);
+}
+
+/* The referee's words to us alone, left out of the result. */
+static void env_drop_internal(struct proto_result *rs)
+{
+	static const char *const internal[] = {"build_toolchain", "build_publish", "build_remember"};
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < rs->nenv; i++) {
+		bool drop = false;
+
+		for (size_t j = 0; j < ST_ARRAY_LEN(internal); j++)
+			drop |= !strcmp(rs->env[i].key, internal[j]);
+		if (drop) {
+			free(rs->env[i].key);
+			free(rs->env[i].val);
+		} else {
+			rs->env[k++] = rs->env[i];
+		}
+	}
+	rs->nenv = k;
+}
+
+/* Makes the result an error of the evaluation (not the candidate's). */
+static int fail_build(struct evalrun_pair *p, const char *fmt, const char *arg)
+{
+	p->res.status = PROTO_ST_ERROR;
+	free(p->res.message);
+	p->res.message = NULL;
+	return proto_result_set_message(&p->res, fmt, arg);
+}
+
+/* Copies the finished build into the store, once nothing of its jail is
+ * left; the run stage loads the entry, or the scratch where it could not
+ * be stored. */
+static void publish(struct evalrun_pair *p)
+{
+	struct evalrun_publish st;
+	char why[256];
+	int rc;
+
+	snprintf(p->entry, sizeof(p->entry), "%s", p->scratch);
+	if (evalrun_wait_gone(p->er)) {
+		snprintf(p->note, sizeof(p->note),
+			 "not stored: the compile stage's processes could not be seen to end");
+		return;
+	}
+	rc = evalrun_publish(p->root, p->key, p->scratch, &st, why, sizeof(why));
+	if (rc < 0) {
+		snprintf(p->note, sizeof(p->note), "not stored: %s", why);
+		stark_warn("build cache: the build of %s is not stored: %s", p->stage.id, why);
+		return;
+	}
+	if (snprintf(p->entry, sizeof(p->entry), "%s/builds/%s", p->store, p->key) >=
+	    (int)sizeof(p->entry))
+		return; /* (cannot be: the scratch's path is longer) */
+	snprintf(p->note, sizeof(p->note), rc == 1 ? "stored (by another evaluation)" :
+		 st.skipped ? "stored (%llu links or special files left out)" : "stored",
+		 (unsigned long long)st.skipped);
+	evalrun_tree_remove(p->scratch);
+	p->scratch[0] = '\0';
+}
+
+/*
+ * The building stage (compile, or all-in-one) ended: its key checked
+ * against ours, then its build published, its entry found, or its compile
+ * error remembered, as the referee's env asks.  0, or ST_ENOMEM.
+ */
+static int after_build(struct evalrun_pair *p)
+{
+	const char *key = env_of(&p->res, "build_key"), *tc = env_of(&p->res, "build_toolchain");
+	bool compiled = p->res.status == PROTO_ST_COMPILED;
+	struct stat st;
+
+	if (!key || !p->root[0])
+		return 0;
+	if (!tc || evalrun_build_key(tc, p->stage.device, p->stage.problem_src, p->stage.problem_len,
+				     p->stage.solution_src, p->stage.solution_len, p->key) ||
+	    strcmp(p->key, key)) {
+		p->key[0] = '\0';
+		return compiled ? fail_build(p, "the evaluator's build key %.16s... is not the one computed from the sources and its toolchain; the build is not used", key)
+				: 0;
+	}
+	if (p->res.status == PROTO_ST_COMPILE_ERROR && env_is(&p->res, "build_remember", "1")) {
+		if (!evalrun_remember_failure(p->root, p->key, p->res.message, p->res.log))
+			snprintf(p->note, sizeof(p->note), "failure remembered");
+		return 0;
+	}
+	if (compiled && env_is(&p->res, "build_cache", "hit")) {
+		if (snprintf(p->entry, sizeof(p->entry), "%s/builds/%s", p->store, p->key) >=
+			    (int)sizeof(p->entry) ||
+		    lstat(p->entry, &st) < 0 || !S_ISDIR(st.st_mode))
+			return fail_build(p, "the build cache's entry %.16s... went away before the run stage", p->key);
+		return 0;
+	}
+	if (env_is(&p->res, "build_publish", "1") && p->scratch[0])
+		publish(p);
+	return 0;
 }
 
 /* The process in er ended: take its result; start the run stage if due. */
 static int stage_done(struct evalrun_pair *p)
 {
+	bool builder = !p->second && p->stage.stage != PROTO_STAGE_RUN;
 	int rc;
 
 	proto_result_release(&p->res);
 	proto_result_init(&p->res);
 	rc = evalrun_finish(p->er, &p->res, &p->info);
+	if (!rc && builder && !p->canceled)
+		rc = after_build(p);
+	if (builder)
+		env_drop_internal(&p->res);
+	if (!rc && builder && p->note[0] && !(p->split && p->res.status == PROTO_ST_COMPILED) &&
+	    proto_result_add_env(&p->res, "build_cache", p->note) == ST_ENOMEM)
+		rc = ST_ENOMEM;
 	evalrun_free(p->er);
 	p->er = NULL;
 	if (rc || !p->split || p->second || p->canceled || p->res.status != PROTO_ST_COMPILED) {
@@ -132,7 +320,10 @@ static int stage_done(struct evalrun_pair *p)
 	}
 	keep_build(p);
 	p->stage.stage = PROTO_STAGE_RUN;
-	rc = evalrun_start(&p->ropts, &p->stage, &p->er);
+	p->stage.build_dir = p->entry[0] ? p->entry : NULL;
+	rc = p->entry[0] ? add_bind(&p->ropts, p->rbinds, p->entry, false) : 0;
+	if (!rc)
+		rc = evalrun_start(&p->ropts, &p->stage, &p->er);
 	if (rc)
 		p->done = true; /* finish reports the compile stage's result */
 	p->second = rc == 0;
@@ -203,6 +394,8 @@ void evalrun_pair_free(struct evalrun_pair *p)
 	if (!p)
 		return;
 	evalrun_free(p->er);
+	if (p->scratch[0])
+		evalrun_tree_remove(p->scratch);
 	proto_result_release(&p->res);
 	evalrun_info_release(&p->info);
 	for (size_t k = 0; k < NKEPT; k++)

@@ -567,6 +567,17 @@ int evalrun_poll(struct evalrun *er, int timeout_ms)
 	return er->ended ? 1 : 0;
 }
 
+int evalrun_wait_gone(struct evalrun *er)
+{
+	if (!er->ended) {
+		evalrun__kill_tree(er);
+		evalrun__reap(er, -1);
+	}
+	if (!er->ended || er->zyg_lost || er->local_fail)
+		return ST_ESYS;
+	return 0;
+}
+
 void evalrun_cancel(struct evalrun *er)
 {
 	if (er->ended)

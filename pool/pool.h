@@ -58,6 +58,7 @@
 #ifndef STARK_POOL_H
 #define STARK_POOL_H
 
+#include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -107,21 +108,26 @@ struct evalrun_opts {
 /* Sets every field of o to its default (in brackets above). */
 void evalrun_opts_init(struct evalrun_opts *o);
 
-/* Storage for the binds of evalrun_jail_opts(); must outlive the opts. */
+/* Storage for the binds of evalrun_jail_opts(); must outlive the opts.
+ * An evaluation adds one more (its build folder: evalrun_pair_start). */
 #define EVALRUN_BINDS_MAX 9
 struct evalrun_binds {
 	struct sandbox_bind compile[EVALRUN_BINDS_MAX], run[EVALRUN_BINDS_MAX];
 	char extra[2048];
+	char store[PATH_MAX]; /* the cache's store/ */
 };
 
 /*
  * The jails of a split evaluation (SECURITY.md): turns compile and run
- * (initialized, evaluator set) into a compile jail with the build cache
- * writable and a run jail with it read-only and, for device "cuda[:N]",
- * that GPU's device nodes.  $STARK_SANDBOX_BINDS (':'-separated) adds
- * read-only paths to both, e.g. a Python environment outside /usr;
- * $STARK_NVCC_PCH (an absolute path to a folder) is bound read-only into
- * the compile jail.
+ * (initialized, evaluator set) into a compile jail that sees the build
+ * cache's store (published builds, remembered failures) read-only and a
+ * run jail that sees none of it (each evaluation adds its own build
+ * folder: writable scratch to the compile jail, its builds read-only to
+ * the run jail), and, for device "cuda[:N]", that GPU's device nodes in
+ * the run jail.  $STARK_SANDBOX_BINDS (':'-separated) adds read-only paths
+ * to both, e.g. a Python environment outside /usr; an item SRC=DST shows
+ * SRC at DST inside the jails.  $STARK_NVCC_PCH (an absolute path to a
+ * folder) is bound read-only into the compile jail.
  * insecure: run with the layers this machine has when some are missing.
  * The opts borrow binds (which must outlive them) and the cache string.
  * Cannot fail; where nvidia-smi is missing the CUDA variables stay unset
@@ -254,6 +260,16 @@ size_t evalrun_pollfds(const struct evalrun *er, struct pollfd *pfd, size_t max,
  */
 ST_WUR int evalrun_poll(struct evalrun *er, int timeout_ms);
 
+/*
+ * After evalrun_finish(): makes sure nothing of the evaluation's jail is
+ * left (a zygote's evaluation sends its result before its workers end):
+ * kills what is left and waits for the jail's end.  0 when its init was
+ * reaped, so that no process of the jail exists any more (its pid
+ * namespace died with it); ST_ESYS when that is not known (the zygote or
+ * the wait was lost).  The build cache's publisher needs it.
+ */
+ST_WUR int evalrun_wait_gone(struct evalrun *er);
+
 /* Kills the evaluator's tree now (e.g. on SIGINT) and waits for its end; the
  * run ends as "error" ("the evaluation was canceled").  A no-op once ended. */
 void evalrun_cancel(struct evalrun *er);
@@ -336,6 +352,65 @@ void evalrun_pair_cancel(struct evalrun_pair *p);
 ST_WUR int evalrun_pair_finish(struct evalrun_pair *p, struct proto_result *rs,
 			       struct evalrun_info *info);
 void evalrun_pair_free(struct evalrun_pair *p);
+
+/*
+ * The build cache (buildcache.c).  Under its root:
+ *	store/builds/KEY/	published builds (immutable once in place)
+ *	store/failed/KEY	remembered compile errors (JSON: message, log)
+ *	scratch/PID-XXXXXX/	one evaluation's build folder while it runs
+ * Only the orchestrator writes store/, after the compile stage's process
+ * tree is gone; every jail sees it read-only, and the compile jail writes
+ * only its own scratch folder.
+ */
+#define EVALRUN_KEY_LEN 64			/* hex digits of a key */
+#define EVALRUN_PUBLISH_FILE_MAX (1ull << 30)	/* bytes of one published file */
+#define EVALRUN_PUBLISH_TOTAL_MAX (4ull << 30)	/* bytes of one published build */
+#define EVALRUN_PUBLISH_FILES_MAX 20000u	/* files and folders of one build */
+#define EVALRUN_PUBLISH_DEPTH_MAX 24u		/* folder nesting of one build */
+
+/* True for 64 lowercase hex digits. */
+bool evalrun_key_valid(const char *key);
+/*
+ * An evaluation's key: SHA-256 (hex, into out) of the key version, the
+ * toolchain's fingerprint (64 hex digits, from the compile stage's referee:
+ * evaluator/stark_env.py, which computes the same key), the device kind
+ * ("cuda" for "cuda[:N]", else "cpu") and the SHA-256 of the problem's and
+ * the solution's bytes.  ST_EINVAL for a malformed fingerprint.
+ */
+ST_WUR int evalrun_build_key(const char *toolchain, const char *device, const char *problem,
+			     size_t plen, const char *solution, size_t slen,
+			     char out[EVALRUN_KEY_LEN + 1]);
+/* Creates the layout under root (mode 0700); the first call in a process
+ * also removes what dead processes left (their scratch and temporary
+ * folders).  0, or ST_EIO with a message in err. */
+ST_WUR int evalrun_cache_prepare(const char *root, char *err, size_t errlen);
+/* Creates an empty scratch folder, its path into out.  0, or ST_ETOOBIG /
+ * ST_EIO (printed). */
+ST_WUR int evalrun_scratch_make(const char *root, char *out, size_t len);
+/* Removes a folder and all it holds, following no link, whatever the
+ * permissions and nesting its (dead) writer left; best effort. */
+void evalrun_tree_remove(const char *path);
+
+struct evalrun_publish {
+	uint64_t files;	  /* files and folders copied */
+	uint64_t bytes;	  /* bytes copied */
+	uint64_t skipped; /* links, fifos, sockets, unreadable files: left out */
+};
+/*
+ * Copies the build folder scratch (whose writers must all be gone) into
+ * root/store/builds/key: regular files and folders only, none followed
+ * through a link, within the EVALRUN_PUBLISH_* caps, into a temporary
+ * folder renamed into place.  Returns 0 (published), 1 (an entry with
+ * that key was there already; it is kept), ST_ETOOBIG (over a cap) or
+ * ST_EIO, with why in why; ST_EINVAL for a malformed key.
+ */
+ST_WUR int evalrun_publish(const char *root, const char *key, const char *scratch,
+			   struct evalrun_publish *st, char *why, size_t whylen);
+/* Remembers a compile error (the compiler's verdict on the candidate's
+ * own sources, as the referee judged it) under key.  0, ST_EINVAL,
+ * ST_ENOMEM or ST_EIO (printed). */
+ST_WUR int evalrun_remember_failure(const char *root, const char *key, const char *message,
+				    const char *log);
 
 /*
  * Reads a problem and a solution file into rq's sources and names (rq

@@ -152,18 +152,28 @@ void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, c
 	const char *pch = getenv("STARK_NVCC_PCH");
 	char *save = NULL;
 	struct stat st;
-	size_t n = 1;
+	size_t n = 0;
 
-	binds->compile[0] = (struct sandbox_bind){.src = cache, .writable = true};
-	binds->run[0] = (struct sandbox_bind){.src = cache, .writable = false};
+	/* The store, read-only, to the compile stage's referee (what the
+	 * cache holds for its key); no jail ever gets it writable. */
+	snprintf(binds->store, sizeof(binds->store), "%s/store", cache);
+	binds->compile[0] = (struct sandbox_bind){.src = binds->store};
 	snprintf(binds->extra, sizeof(binds->extra), "%s", env ? env : "");
-	for (char *p = strtok_r(binds->extra, ":", &save); p && n < EVALRUN_BINDS_MAX;
-	     p = strtok_r(NULL, ":", &save), n++)
-		binds->compile[n] = binds->run[n] = (struct sandbox_bind){.src = p};
-	compile->nbinds = n;
+	for (char *p = strtok_r(binds->extra, ":", &save); p && n + 1 < EVALRUN_BINDS_MAX;
+	     p = strtok_r(NULL, ":", &save), n++) {
+		char *eq = strchr(p, '=');
+
+		if (eq)
+			*eq = '\0';
+		binds->compile[n + 1] = binds->run[n] =
+		    (struct sandbox_bind){.src = p, .dst = eq && eq[1] ? eq + 1 : NULL};
+	}
+	compile->nbinds = n + 1;
+	run->nbinds = n;
 	/* Prepared prefixes for stark_nvcc: read-only to the compile jail, so
 	 * that no candidate can change what later builds include. */
-	if (pch && pch[0] == '/' && n < EVALRUN_BINDS_MAX && stat(pch, &st) == 0 && S_ISDIR(st.st_mode))
+	if (pch && pch[0] == '/' && compile->nbinds < EVALRUN_BINDS_MAX && stat(pch, &st) == 0 &&
+	    S_ISDIR(st.st_mode))
 		binds->compile[compile->nbinds++] = (struct sandbox_bind){.src = pch};
 	compile->sandbox = SANDBOX_COMPILE;
 	run->sandbox = SANDBOX_RUN;
@@ -171,7 +181,6 @@ void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, c
 		compile->mem_bytes = EVALRUN_COMPILE_MEM;
 	compile->binds = binds->compile;
 	run->binds = binds->run;
-	run->nbinds = n;
 	compile->insecure = run->insecure = insecure;
 	if (str_starts(device, "cuda")) {
 		run->gpu_index = device[4] == ':' ? atoi(device + 5) : 0;

@@ -101,9 +101,17 @@ struct proto_request {
 	char *solution_name;		/* "solution_name": <= PROTO_PATH_MAX [""] */
 	char *solution_src;		/* "solution_src": <= PROTO_SRC_MAX */
 	size_t solution_len;		/* bytes of solution_src; 0 = strlen */
-	char *cache_dir;		/* "cache_dir": build cache, as the
+	char *cache_dir;		/* "cache_dir": the build cache's store
+					   (published builds, remembered
+					   failures; read-only), as the
 					   evaluator sees it; "" = none;
 					   <= PROTO_PATH_MAX [""] */
+	char *build_dir;		/* "build_dir": this evaluation's build
+					   folder: empty scratch to build in
+					   (compile, all), or the builds to
+					   load (run, read-only); "" = a
+					   private one (compile, all), none
+					   (run); <= PROTO_PATH_MAX [""] */
 	uint64_t seed;			/* "seed": secret master seed [0] */
 	uint32_t trials;		/* "trials": correctness trials,
 					   1..PROTO_TRIALS_MAX [5] */

@@ -11,13 +11,14 @@ PY=$(scripts/find-python 2>/dev/null) || { echo "1..0 # skip no python with torc
 export STARK_CACHE=${STARK_TEST_CACHE:-$PWD/tests/tmp/cache}
 mkdir -p "$STARK_CACHE"
 T=$(mktemp -d "${TMPDIR:-/tmp}/stark-e2e-pch.XXXXXX")
-trap 'rm -rf "$T" "$STARK_CACHE/pchprobe-$TOKEN"' EXIT
+trap 'rm -rf "$T"' EXIT
 mkdir "$T/pch"
 echo keep >"$T/pch/prefix.h"
 
 # A solution whose top level probes the folder in each stage: the compile
-# stage writes what it saw into the build cache (its one writable path,
-# read-only in the run jail), and the run stage stops with both reports.
+# stage writes what it saw into its build folder (its one writable path,
+# which the run jail gets read-only), and the run stage stops with both
+# reports.
 TOKEN=$$-$RANDOM
 cat >"$T/sol.py" <<PY
 import os

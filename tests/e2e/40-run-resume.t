@@ -8,8 +8,10 @@
 # with the same tree (`stark show --json` minus timing fields) as a run
 # never interrupted, and the mock server saw no request again once its
 # response was journaled.  Also: a second process on a run refuses, SIGTERM
-# pauses cleanly, a fatal LLM error (401) pauses and resume continues,
-# show/list/export work, an exported replay file reproduces the run.
+# pauses cleanly, a fatal LLM error (401) pauses and resume continues, an
+# evaluation that ends in `error` (a broken machine) pauses without being
+# charged to the candidate and resume sends it again, show/list/export work,
+# an exported replay file reproduces the run.
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -35,7 +37,7 @@ ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not o
 note() { sed 's/^/# /' "$@" | head -n 20; }
 ms() { date +%s%3N; }
 
-echo "1..26"
+echo "1..28"
 
 $FIX llm-replay "$PROBLEM" "$T/llm.jsonl"
 $FIX eval-replay "$T/eval.jsonl" --nodes 400 --seed 11
@@ -246,8 +248,8 @@ ok $? "a run replayed from the exported journal has the same tree"
 
 # 25: no evaluator child inherits the API key.  A stand-in evaluator (an
 # ELF: the jail execs through a descriptor, which scripts cannot use) prints
-# its environment to stderr and exits without a result; the run journals
-# that stderr in the result's log.
+# its environment to stderr and exits without a result, an `error` that
+# pauses the run; the run journals that stderr with the pause.
 STARK_EVALUATOR=$ROOT/$B/tests/env_dump OPENAI_API_KEY=leaky-key-789 "$STARK" run "$PROBLEM" \
 	--run-id envleak --budget 1 --llm "$MOCK" --model mock >/dev/null 2>"$T/err"
 "$STARK" export envleak --journal -o "$T/envleak.journal" 2>>"$T/err"
@@ -260,3 +262,38 @@ ok $? "an evaluator child's environment holds no API key"
 rc=$?
 [ "$rc" -eq 2 ] && grep -q "no such run" "$T/err"
 ok $? "resume of an unknown run is a usage error (exit $rc)"
+
+# 27-28: an evaluation that ends in `error` is not the candidate's outcome:
+# the run pauses with the message, node 2 keeps no result, and resume (the
+# machine fixed) sends the evaluation again.
+printf '%s\n' '{"key": "n2", "status": "error", "message": "this machine cannot build the candidate'"'"'s extension: missing ninja", "log": "Ninja is required to load C++ extensions"}' \
+	'{"key": "*", "status": "correct", "speedup": 1.5}' >"$T/everr.jsonl"
+"$STARK" run "$PROBLEM" --run-id everr --budget 4 --llm "replay:$T/llm.jsonl" \
+	--eval "replay:$T/everr.jsonl" --set seed=5 >/dev/null 2>"$T/everr.err"
+rc=$?
+"$STARK" show everr --json >"$T/everr.json"
+$PY - "$T/everr.json" <<'EOF2'
+import json, sys
+j = json.load(open(sys.argv[1]))
+n2 = [n for n in j["nodes"] if n["id"] == 2]
+sys.exit(0 if j["state"] == "interrupted" and j["attempts"] == 1 and n2 and
+         n2[0]["status"] == "pending" else 1)
+EOF2
+ok=$?
+[ "$rc" -ne 0 ] && [ "$ok" -eq 0 ] && grep -q "node 2 could not be done (not the candidate's fault): .*missing ninja" "$T/everr.err" &&
+	grep -q "stark resume everr" "$T/everr.err"
+ok $? "an evaluation error pauses the run, node 2 not charged (exit $rc)"
+note "$T/everr.err"
+printf '%s\n' '{"key": "*", "status": "correct", "speedup": 1.5}' >"$T/everr.jsonl"
+"$STARK" resume everr >/dev/null 2>"$T/everr2.err"
+rc=$?
+"$STARK" show everr --json >"$T/everr.json"
+"$STARK" export everr --journal -o "$T/everr.journal" 2>/dev/null
+$PY - "$T/everr.json" <<'EOF2'
+import json, sys
+j = json.load(open(sys.argv[1]))
+n2 = [n for n in j["nodes"] if n["id"] == 2]
+sys.exit(0 if j["state"] == "finished" and j["attempts"] == 4 and n2[0]["status"] == "correct" else 1)
+EOF2
+[ $? -eq 0 ] && [ "$rc" -eq 0 ] && [ "$(grep -c "Ninja is required" "$T/everr.journal")" -eq 1 ]
+ok $? "resume sends it again and finishes; the error's log is journaled with the pause (exit $rc)"

@@ -10,8 +10,13 @@ accepted, a text the result's message must contain ("-" for none) and, if
 any, ARG=value for the template and TIMEOUT=seconds for the evaluation.  Around every evaluation the host is
 watched (README.md): a canary file, a planted secret and API key in stark's
 environment, a fake store in stark's $HOME, TCP and UDP listeners on the
-loopback, a peer process, and the processes left afterwards.
+loopback, a peer process, and the processes left afterwards.  The build
+cache is watched too: an honest C++ candidate (honest_cpp.py) is built into
+it first, its published build's files must stay as they were, no link may
+appear anywhere in the store, and after every E11 row the honest candidate
+must still be judged correct from the cache.
 """
+import hashlib
 import json
 import os
 import re
@@ -75,6 +80,74 @@ class Host:
         self.udp.setblocking(False)
         self.peer = subprocess.Popen(["sleep", "100000"])
 
+    def stark_eval(self, stark, problem, solution, timeout, extra=()):
+        p = subprocess.run([stark, "eval", problem, solution, "--json", "--no-timing",
+                            "--trials", "1", "--device", os.environ.get("STARK_HOSTILE_DEVICE", "cpu"),
+                            "--timeout", str(timeout)] + list(extra),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env(),
+                           timeout=900)
+        try:
+            return json.loads(p.stdout), p
+        except ValueError:
+            return {}, p
+
+    def build_honest(self, stark):
+        """Builds the honest candidate into the cache; returns what went wrong."""
+        self.honest = os.path.join(self.root, "honest")
+        os.makedirs(self.honest)
+        for name in ("problem.py", "honest_cpp.py"):
+            with open(os.path.join(HERE, name)) as f, \
+                    open(os.path.join(self.honest, name), "w") as g:
+                g.write(f.read())
+        res, p = self.stark_eval(stark, os.path.join(self.honest, "problem.py"),
+                                 os.path.join(self.honest, "honest_cpp.py"), 300)
+        env = res.get("env") or {}
+        if res.get("status") != "correct" or env.get("build_cache") != "stored":
+            return "status %s, build_cache %s: %s %s" % (
+                res.get("status"), env.get("build_cache"), (res.get("message") or "")[:300],
+                p.stderr.decode(errors="replace")[-300:])
+        self.honest_entry = os.path.join(self.cache, "store", "builds", env["build_key"])
+        self.honest_key = env["build_key"]
+        self.honest_files = self.snapshot(self.honest_entry)
+        return None
+
+    @staticmethod
+    def snapshot(top):
+        out = {}
+        for root, dirs, files in os.walk(top):
+            for name in files + dirs:
+                path = os.path.join(root, name)
+                st = os.lstat(path)
+                if os.path.isfile(path) and not os.path.islink(path):
+                    with open(path, "rb") as f:
+                        out[os.path.relpath(path, top)] = hashlib.sha256(f.read()).hexdigest()
+                else:
+                    out[os.path.relpath(path, top)] = "mode %o" % st.st_mode
+        return out
+
+    def cache_harms(self, stark, row):
+        """What an evaluation changed in the build cache that it must not."""
+        why = []
+        if not getattr(self, "honest_entry", None):
+            return why
+        if self.snapshot(self.honest_entry) != self.honest_files:
+            why.append("the honest candidate's published build changed")
+        for root, dirs, files in os.walk(os.path.join(self.cache, "store")):
+            for name in files + dirs:
+                if os.path.islink(os.path.join(root, name)):
+                    why.append("a link in the store: %s" % os.path.join(root, name))
+        if os.path.exists(os.path.join(self.cache, "store", "failed", self.honest_key)):
+            why.append("a failure is remembered for the honest candidate")
+        if row["cand"].startswith("e11_"):
+            res, _ = self.stark_eval(stark, os.path.join(self.honest, "problem.py"),
+                                     os.path.join(self.honest, "honest_cpp.py"), 120)
+            env = res.get("env") or {}
+            if res.get("status") != "correct" or env.get("build_cache") != "hit":
+                why.append("the honest candidate, from the cache, is now %s (build_cache %s): %s"
+                           % (res.get("status"), env.get("build_cache"),
+                              (res.get("message") or "")[:200]))
+        return why
+
     def env(self):
         env = dict(os.environ)
         env.update(HOME=self.home, STARK_CACHE=self.cache, STARK_TEST_SECRET=self.secret,
@@ -87,7 +160,7 @@ class Host:
         tag = "stkd-" + secrets.token_hex(4)
         for k, v in (("@STAGE@", row["stage"]), ("@PORT@", str(self.tcp.getsockname()[1])),
                      ("@UDP@", str(self.udp.getsockname()[1])), ("@CANARY@", self.canary),
-                     ("@TAG@", tag), ("@ARG@", row["arg"])):
+                     ("@TAG@", tag), ("@ARG@", row["arg"]), ("@CACHE@", self.cache)):
             text = text.replace(k, v)
         path = os.path.join(folder, "solution.py")
         with open(path, "w") as f:
@@ -166,11 +239,16 @@ def main():
         for r in rows:
             if r["arg"] == "int80":
                 r["message"] = "SIGSEGV"
-    print("1..%d" % (2 * len(rows)), flush=True)
-    n = 0
+    print("1..%d" % (2 * len(rows) + 1), flush=True)
+    n = 1
     with tempfile.TemporaryDirectory(prefix="stark-hostile-", dir="/var/tmp") as root:
         host = Host(root)
         try:
+            t0 = time.time()
+            bad = host.build_honest(stark)
+            print("%s 1 - the honest C++ candidate is built and stored in the cache (%.0f s)%s"
+                  % ("not ok" if bad else "ok", time.time() - t0, "" if not bad else ": " + bad),
+                  flush=True)
             for row in rows:
                 folder = tempfile.mkdtemp(dir=root)
                 with open(os.path.join(HERE, "problem.py")) as f, \
@@ -205,7 +283,7 @@ def main():
                     print("# " + w)
                 if why and res:
                     print("# message: " + message[:300].replace("\n", " "))
-                harm = host.harms(out, tag, p.pid)
+                harm = host.harms(out, tag, p.pid) + host.cache_harms(stark, row)
                 n += 1
                 print("%s %d - host unharmed by %s" % ("not ok" if harm else "ok", n, name))
                 for w in harm:

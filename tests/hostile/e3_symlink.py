@@ -1,4 +1,4 @@
-"""E3: a symlink to a host file planted where the host later looks (the build cache)."""
+"""E3: a symlink to a host file planted where the host later looks (the build folder)."""
 import os
 import sys
 
@@ -22,7 +22,7 @@ def _armed():
 
 if _armed():
     import stark_build
-    cache = stark_build.state.get("cache_dir") or "/tmp"
+    cache = stark_build.state.get("build_dir") or "/tmp"
     for name in ("stark-hostile-link", "stark-manifest.json"):
         try:
             os.symlink("@CANARY@", os.path.join(cache, name))

@@ -23,7 +23,7 @@ def _armed():
 if _armed():
     import stark_build
     block = b"x" * (1 << 20)
-    for folder in ("/tmp", "/dev/shm", stark_build.state.get("cache_dir") or "/tmp"):
+    for folder in ("/tmp", "/dev/shm", stark_build.state.get("build_dir") or "/tmp"):
         try:
             with open(os.path.join(folder, "stark-fill"), "wb") as f:
                 while True:

@@ -792,6 +792,61 @@ START_TEST(llm_failures_pause)
 }
 END_TEST
 
+/* An evaluator that cannot do node 2's evaluation the first time. */
+struct failing_eval {
+	struct eval_provider base;
+	struct eval_provider *inner;
+	unsigned fails;
+};
+
+static int failing_eval_call(struct eval_provider *p, const struct eval_job *job,
+			     struct proto_result *out)
+{
+	struct failing_eval *f = (struct failing_eval *)p;
+
+	if (strcmp(job->key, "n2") || f->fails == 0)
+		return f->inner->eval(f->inner, job, out);
+	f->fails--;
+	out->id = str_dup(job->key);
+	out->status = PROTO_ST_ERROR;
+	ck_assert_int_eq(proto_result_set_message(out, "this machine lacks ninja: apt-get install ninja-build"), 0);
+	ck_assert_int_eq(proto_result_set_log(out, "Ninja is required", 17), 0);
+	return 0;
+}
+
+/* An evaluation that ends in `error` is not the candidate's outcome: the
+ * run pauses, the node keeps no result, and resume evaluates it again. */
+START_TEST(eval_error_pauses)
+{
+	struct env e;
+	struct failing_eval f = {.base = {.eval = failing_eval_call, .name = "failing"}, .fails = 1};
+	struct run *r;
+
+	env_init(&e, 6);
+	f.inner = e.evp;
+	r = start(&e, "broken");
+	loop(r, e.replay, &f.base, NULL);
+	ck_assert_int_eq(r->state, RUN_INTERRUPTED);
+	ck_assert_msg(strstr(r->reason, "node 2 could not be done") && strstr(r->reason, "ninja-build"),
+		      "%s", r->reason);
+	ck_assert_uint_eq(r->attempts, 1);
+	ck_assert_int_eq(tree_node(r->tree, 2)->status, NODE_PENDING);
+	ck_assert_int_eq(r->info[2].verdict, -1);
+	run_free(r);
+	/* the journal says the same after a reload, and resume sends it again */
+	r = load(&e, "broken", true);
+	ck_assert(r->cur.open && r->cur.eval_requested && !r->cur.eval_done);
+	ck_assert_int_eq(tree_node(r->tree, 2)->status, NODE_PENDING);
+	loop(r, e.replay, &f.base, NULL);
+	ck_assert_int_eq(r->state, RUN_FINISHED);
+	ck_assert_int_ne(tree_node(r->tree, 2)->status, NODE_PENDING);
+	ck_assert_int_ne(tree_node(r->tree, 2)->status, NODE_ERROR);
+	ck_assert_uint_eq(r->attempts, 6);
+	run_free(r);
+	env_release(&e);
+}
+END_TEST
+
 START_TEST(create_refuses_taken_id)
 {
 	struct env e;
@@ -1239,6 +1294,7 @@ static Suite *engine_suite(void)
 	tcase_add_test(d, stop_flag_interrupts);
 	tcase_add_test(d, caps_stop_before_the_call);
 	tcase_add_test(d, llm_failures_pause);
+	tcase_add_test(d, eval_error_pauses);
 	tcase_add_test(d, create_refuses_taken_id);
 	tcase_add_test(d, retry_carries_complaint);
 	tcase_add_test(d, settings_change_on_resume);

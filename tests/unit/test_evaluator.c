@@ -221,7 +221,7 @@ START_TEST(request_dict)
 	fill_request(&rq, "p\xc3\xa9", "s");
 	rq.stage = PROTO_STAGE_RUN;
 	expect_eval(&rq, "sorted(req)",
-		    "['atol16', 'atol32', 'cache_dir', 'device', 'format', 'id', 'max_reps', "
+		    "['atol16', 'atol32', 'build_dir', 'cache_dir', 'device', 'format', 'id', 'max_reps', "
 		    "'max_time_ms', 'min_reps', 'placements', 'problem_name', 'problem_src', 'rtol16', "
 		    "'rtol32', 'solution_name', 'solution_src', 'stage', 'target_rse', 'timing', "
 		    "'trials', 'wall_ms', 'warmup']");
@@ -542,6 +542,83 @@ START_TEST(cache_key)
 }
 END_TEST
 
+/* The evaluation key: the same vector as buildcache.c's (test_run.c). */
+START_TEST(build_key_vector)
+{
+	expect_eval(NULL,
+		    "stark_env.entry_key('ab' * 32, 'cuda:1', b'class Model: pass\\n', "
+		    "b'class ModelNew: pass\\n')",
+		    "787cedc4a8d34768cb4019a0d99487990f4257632b4eb87d552405f8cdcdffbc");
+	expect_eval(NULL,
+		    "stark_env.entry_key('ab' * 32, 'cpu', b'class Model: pass\\n', "
+		    "b'class ModelNew: pass\\n')",
+		    "6ecd0e11fe1156ed13093b5c0eb84f8b0f70900d3097c066df3937db0c9f291e");
+	/* the fingerprint: 64 hex digits, stable within a process */
+	expect_eval(NULL, "(lambda a, b: (len(a[1]), a[1] == b[1]))(stark_env.toolchain(), "
+			  "stark_env.toolchain())",
+		    "(64, True)");
+}
+END_TEST
+
+/* Which failed builds may be remembered: the compiler's verdict on the
+ * candidate's own sources, never a missing file, library or tool, nor a
+ * killed compiler. */
+START_TEST(build_failure_rules)
+{
+	static const struct {
+		const char *log;
+		const char *want;
+	} cases[] = {
+	    {"/c/scratch/ext/m.tmp-5/main.cpp:6:50: error: expected primary-expression before ';' token", "True"},
+	    {"/c/ext/cuda.cu(12): error: identifier \"x\" is undefined", "True"},
+	    {"/c/main.cpp:1:10: fatal error: torch/extension.h: No such file or directory", "False"},
+	    {"/c/cuda.cu(3): catastrophic error: cannot open source file \"cutlass/cutlass.h\"", "False"},
+	    {"/usr/include/torch/x.h:3:1: error: bad", "False"},
+	    {"main.cpp:4:1: error: x\nc++: fatal error: Killed signal terminated program cc1plus", "False"},
+	    {"/usr/bin/ld: cannot find -lcublas", "False"},
+	    {"Ninja is required to load C++ extensions", "False"},
+	};
+	char expr[1024];
+
+	for (size_t i = 0; i < ST_ARRAY_LEN(cases); i++) {
+		struct proto_request rq;
+
+		/* the log travels in the request's id, a str the expression reads */
+		fill_request(&rq, "x = 1\n", "x = 1\n");
+		free(rq.id);
+		rq.id = str_dup(cases[i].log);
+		snprintf(expr, sizeof(expr), "stark_env.rememberable(req['id'])");
+		expect_eval(&rq, expr, cases[i].want);
+		proto_request_release(&rq);
+	}
+}
+END_TEST
+
+/* Python code that makes a module unimportable in this (forked) test
+ * process and its children, as a machine without it. */
+#define HIDE(mod)                                                                          \
+	"(lambda sys: (sys.meta_path.insert(0, type('Hide', (), {'find_spec': staticmethod("  \
+	"lambda name, path=None, target=None: (_ for _ in ()).throw(ModuleNotFoundError("     \
+	"\"No module named '%s'\" % name, name=name)) if name.split('.')[0] == '" mod "' "      \
+	"else None)})), [sys.modules.pop(k) for k in list(sys.modules) if k.split('.')[0] == '" \
+	mod "' or k == 'torch.utils.cpp_extension']))(__import__('sys'))"
+
+/* What a build needs and this machine lacks: setuptools hidden, ninja and
+ * the compiler off PATH; each named with its fix. */
+START_TEST(build_env_lacking)
+{
+	expect_eval(NULL, "[c['name'] for c in stark_env.lacking('cpu')]", "[]");
+	expect_eval(NULL, "bool(" HIDE("setuptools") ")", "True");
+	expect_eval(NULL, "(lambda m: (len(m), m[0]['name'], 'setuptools' in m[0]['fix']))"
+			  "(stark_env.lacking('cpu'))",
+		    "(1, 'setuptools', True)");
+	expect_eval(NULL, "__import__('os').environ.__setitem__('PATH', '/nonexistent')", "None");
+	expect_eval(NULL, "sorted(c['name'] for c in stark_env.lacking('cpu'))",
+		    "['c++ compiler', 'ninja', 'setuptools']");
+	expect_eval(NULL, "'stark doctor' in stark_env.describe(stark_env.lacking('cpu'))", "True");
+}
+END_TEST
+
 START_TEST(traceback_filter)
 {
 	/* An exception raised inside the harness: its frames are dropped. */
@@ -831,6 +908,45 @@ START_TEST(eval_run_stage_missing_build)
 }
 END_TEST
 
+/* A build on a machine without setuptools (torch's extension module
+ * imports it): `error`, naming what to install, not the candidate's
+ * runtime_error; a solution that builds nothing is judged as usual. */
+START_TEST(eval_build_env_missing)
+{
+	static const char sol[] =
+		"import torch\nimport torch.nn as nn\n"
+		"from torch.utils.cpp_extension import load_inline\n"
+		"ext = load_inline(name='stark_unit_env', cpp_sources='int f() { return 1; }',"
+		" functions=['f'])\n"
+		"class ModelNew(nn.Module):\n"
+		"    def __init__(self, n):\n"
+		"        super().__init__()\n"
+		"        self.w = nn.Parameter(torch.randn(n))\n"
+		"    def forward(self, x):\n"
+		"        return torch.relu(x) * self.w\n";
+	struct proto_request rq;
+	struct proto_result rs;
+
+	expect_eval(NULL, "bool(" HIDE("setuptools") ")", "True");
+	fill_request(&rq, problem_src, sol);
+	evpy_set_secret(rq.seed);
+	proto_result_init(&rs);
+	ck_assert_int_eq(evaluate_all(&rq, &rs), 0);
+	ck_assert_msg(rs.status == PROTO_ST_ERROR, "%s: %s", proto_status_name(rs.status), rs.message);
+	ck_assert_msg(strstr(rs.message, "setuptools") && strstr(rs.message, "not the candidate's fault") &&
+			      strstr(rs.message, "stark doctor") &&
+			      (strstr(rs.message, "apt-get install python3-setuptools") ||
+			       strstr(rs.message, "pip install setuptools")),
+		      "%s", rs.message);
+	ck_assert_ptr_nonnull(strstr(rs.log, "setuptools"));
+	proto_result_release(&rs);
+	proto_request_release(&rq);
+	evaluate(problem_src, "        return torch.clamp(x, min=0) * self.w\n", &rs);
+	ck_assert_msg(rs.status == PROTO_ST_CORRECT, "%s: %s", proto_status_name(rs.status), rs.message);
+	proto_result_release(&rs);
+}
+END_TEST
+
 /* Timing on the CPU: the referee's clock, reported as such. */
 START_TEST(eval_timing_cpu)
 {
@@ -1067,6 +1183,9 @@ static Suite *evaluator_suite(void)
 	tcase_add_test(pieces, inputs_and_digests);
 	tcase_add_test(pieces, prewarm_safe);
 	tcase_add_test(pieces, cache_key);
+	tcase_add_test(pieces, build_key_vector);
+	tcase_add_test(pieces, build_failure_rules);
+	tcase_add_test(pieces, build_env_lacking);
 	tcase_add_test(pieces, traceback_filter);
 	tcase_add_test(pieces, secret_once);
 	tcase_add_test(pieces, gpu_lock_modes);
@@ -1077,6 +1196,7 @@ static Suite *evaluator_suite(void)
 	tcase_add_test(whole, eval_correct);
 	tcase_add_test(whole, eval_incorrect);
 	tcase_add_test(whole, eval_runtime_error);
+	tcase_add_test(whole, eval_build_env_missing);
 	tcase_add_test(whole, eval_no_modelnew);
 	tcase_add_test(whole, eval_bad_problem);
 	tcase_add_test(whole, eval_crash);

@@ -12,6 +12,7 @@
  */
 #include <check.h>
 #include <dirent.h>
+#include <jansson.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -550,6 +551,203 @@ START_TEST(zygote_result_before_end)
 }
 END_TEST
 
+/* ---- the build cache (buildcache.c) ---- */
+
+/* The key matches the referee's (test_evaluator.c checks the same vector
+ * against stark_env.entry_key). */
+START_TEST(cache_key_vector)
+{
+	static const char prob[] = "class Model: pass\n", sol[] = "class ModelNew: pass\n";
+	char tc[EVALRUN_KEY_LEN + 1], key[EVALRUN_KEY_LEN + 1], cpu[EVALRUN_KEY_LEN + 1];
+
+	for (int i = 0; i < 32; i++)
+		memcpy(tc + 2 * i, "ab", 2);
+	tc[64] = '\0';
+	ck_assert_int_eq(evalrun_build_key(tc, "cuda:1", prob, strlen(prob), sol, strlen(sol), key), 0);
+	ck_assert_str_eq(key, "787cedc4a8d34768cb4019a0d99487990f4257632b4eb87d552405f8cdcdffbc");
+	ck_assert_int_eq(evalrun_build_key(tc, "cpu", prob, strlen(prob), sol, strlen(sol), cpu), 0);
+	ck_assert_str_eq(cpu, "6ecd0e11fe1156ed13093b5c0eb84f8b0f70900d3097c066df3937db0c9f291e");
+	ck_assert(evalrun_key_valid(key));
+	tc[5] = 'G';
+	ck_assert_int_eq(evalrun_build_key(tc, "cpu", prob, 1, sol, 1, key), ST_EINVAL);
+	ck_assert(!evalrun_key_valid("../../etc"));
+	ck_assert(!evalrun_key_valid(""));
+}
+END_TEST
+
+/* folder/name into out (PATH_MAX bytes). */
+static char *at(char *out, const char *folder, const char *name)
+{
+	ck_assert_int_lt(snprintf(out, PATH_MAX, "%s/%s", folder, name), PATH_MAX);
+	return out;
+}
+
+static void put(const char *folder, const char *name, const char *text)
+{
+	char path[PATH_MAX];
+	FILE *f;
+
+	at(path, folder, name);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static bool holds(const char *folder, const char *name, const char *text)
+{
+	char path[PATH_MAX], buf[256] = "";
+	FILE *f;
+	size_t n;
+
+	at(path, folder, name);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return !strcmp(buf, text);
+}
+
+/* What the publisher takes from a scratch folder left by a hostile compile
+ * stage: regular files and folders, never a link, a fifo or what a link
+ * points to; an entry already published stays as it was. */
+START_TEST(cache_publish)
+{
+	char root[] = "/tmp/stark-unit-cache.XXXXXX", scratch[PATH_MAX], outside[PATH_MAX],
+	     entry[PATH_MAX], p[PATH_MAX], why[256], err[512];
+	const char *key = "1111111111111111111111111111111111111111111111111111111111111111";
+	struct evalrun_publish st;
+	struct stat sb;
+
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	ck_assert_int_eq(evalrun_cache_prepare(root, err, sizeof(err)), 0);
+	ck_assert_int_eq(evalrun_scratch_make(root, scratch, sizeof(scratch)), 0);
+	at(outside, root, "outside");
+	ck_assert_int_eq(mkdir(outside, 0700), 0);
+	put(outside, "secret", "host secret");
+	put(scratch, "mod.so", "built bytes");
+	at(p, scratch, "ext");
+	ck_assert_int_eq(mkdir(p, 0700), 0);
+	put(p, "main.o", "object");
+	at(p, scratch, "link.so");
+	ck_assert_int_eq(symlink("../../outside/secret", p), 0);
+	at(p, scratch, "ext/dirlink");
+	ck_assert_int_eq(symlink(outside, p), 0);
+	at(p, scratch, "fifo");
+	ck_assert_int_eq(mkfifo(p, 0600), 0);
+	at(p, scratch, ".stark-entry");
+	ck_assert_int_eq(symlink("/etc/passwd", p), 0);
+	at(p, scratch, "closed");
+	ck_assert_int_eq(mkdir(p, 0700), 0);
+	put(p, "inner", "in a closed folder");
+	ck_assert_int_eq(chmod(p, 0), 0);
+
+	ck_assert_int_eq(evalrun_publish(root, key, scratch, &st, why, sizeof(why)), 0);
+	at(p, root, "store/builds");
+	at(entry, p, key);
+	ck_assert(holds(entry, "mod.so", "built bytes"));
+	ck_assert(holds(entry, "ext/main.o", "object"));
+	ck_assert(holds(entry, "closed/inner", "in a closed folder"));
+	ck_assert_uint_eq(st.skipped, 3); /* link.so, dirlink, fifo */
+	for (const char *const *n = (const char *const[]){"link.so", "ext/dirlink", "fifo", NULL}; *n; n++) {
+		at(p, entry, *n);
+		ck_assert_msg(lstat(p, &sb) < 0 && errno == ENOENT, "%s was published", *n);
+	}
+	at(p, entry, ".stark-entry");
+	ck_assert(lstat(p, &sb) == 0 && S_ISREG(sb.st_mode));
+	ck_assert(holds(outside, "secret", "host secret"));
+
+	/* The same key again: the first entry stays. */
+	put(scratch, "mod.so", "other bytes");
+	ck_assert_int_eq(evalrun_publish(root, key, scratch, &st, why, sizeof(why)), 1);
+	ck_assert(holds(entry, "mod.so", "built bytes"));
+	/* A bad key is refused before anything is written. */
+	ck_assert_int_eq(evalrun_publish(root, "../x", scratch, &st, why, sizeof(why)), ST_EINVAL);
+
+	/* Removal follows no link and gets through closed folders. */
+	evalrun_tree_remove(scratch);
+	ck_assert(lstat(scratch, &sb) < 0 && errno == ENOENT);
+	ck_assert(holds(outside, "secret", "host secret"));
+	evalrun_tree_remove(root);
+	ck_assert(lstat(root, &sb) < 0);
+}
+END_TEST
+
+/* Over a cap nothing is published; folders nested past any depth are
+ * still removed. */
+START_TEST(cache_caps_and_depth)
+{
+	char root[] = "/tmp/stark-unit-cache.XXXXXX", scratch[PATH_MAX], p[PATH_MAX + 80], why[256],
+	     err[512];
+	const char *key = "2222222222222222222222222222222222222222222222222222222222222222";
+	struct evalrun_publish st;
+	struct stat sb;
+	size_t n;
+
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	ck_assert_int_eq(evalrun_cache_prepare(root, err, sizeof(err)), 0);
+	ck_assert_int_eq(evalrun_scratch_make(root, scratch, sizeof(scratch)), 0);
+	ck_assert_int_lt(chdir(scratch), 1);
+	for (int i = 0; i < 100; i++) {
+		ck_assert_int_eq(mkdir("d", 0700), 0);
+		ck_assert_int_eq(chdir("d"), 0);
+	}
+	put(".", "deep", "x");
+	ck_assert_int_eq(chdir("/"), 0);
+	ck_assert_int_eq(evalrun_publish(root, key, scratch, &st, why, sizeof(why)), ST_ETOOBIG);
+	ck_assert_ptr_nonnull(strstr(why, "nested"));
+	at(p, root, "store/builds");
+	n = strlen(p);
+	ck_assert(n < sizeof(p) - 70);
+	p[n] = '/';
+	memcpy(p + n + 1, key, 65);
+	ck_assert(lstat(p, &sb) < 0);
+	/* no temporary folder is left either */
+	at(p, root, "store/builds");
+	{
+		DIR *d = opendir(p);
+		struct dirent *e;
+		int left = 0;
+
+		ck_assert_ptr_nonnull(d);
+		while ((e = readdir(d)))
+			left += e->d_name[0] != '.' || (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."));
+		closedir(d);
+		ck_assert_int_eq(left, 0);
+	}
+	evalrun_tree_remove(scratch);
+	ck_assert(lstat(scratch, &sb) < 0 && errno == ENOENT);
+	evalrun_tree_remove(root);
+}
+END_TEST
+
+/* A remembered failure is JSON with the message and the log. */
+START_TEST(cache_remember_failure)
+{
+	char root[] = "/tmp/stark-unit-cache.XXXXXX", p[PATH_MAX + 80], err[512];
+	size_t n;
+	const char *key = "3333333333333333333333333333333333333333333333333333333333333333";
+	json_t *doc;
+
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	ck_assert_int_eq(evalrun_cache_prepare(root, err, sizeof(err)), 0);
+	ck_assert_int_eq(evalrun_remember_failure(root, key, "load_inline failed", "main.cpp:1:2: error: x"), 0);
+	at(p, root, "store/failed");
+	n = strlen(p);
+	p[n] = '/';
+	memcpy(p + n + 1, key, 65);
+	doc = json_load_file(p, 0, NULL);
+	ck_assert_ptr_nonnull(doc);
+	ck_assert_str_eq(json_string_value(json_object_get(doc, "message")), "load_inline failed");
+	ck_assert_str_eq(json_string_value(json_object_get(doc, "log")), "main.cpp:1:2: error: x");
+	json_decref(doc);
+	ck_assert_int_eq(evalrun_remember_failure(root, "nope", "m", "l"), ST_EINVAL);
+	evalrun_tree_remove(root);
+}
+END_TEST
+
 static Suite *pool_suite(void)
 {
 	Suite *s = suite_create("pool");
@@ -563,6 +761,12 @@ static Suite *pool_suite(void)
 	tcase_add_test(e, zygote_lost_then_restarted);
 	tcase_add_test(e, zygote_deadline_and_cancel);
 	tcase_add_test(e, zygote_result_before_end);
+	suite_add_tcase(s, e);
+	e = tcase_create("buildcache");
+	tcase_add_test(e, cache_key_vector);
+	tcase_add_test(e, cache_publish);
+	tcase_add_test(e, cache_caps_and_depth);
+	tcase_add_test(e, cache_remember_failure);
 	suite_add_tcase(s, e);
 	return s;
 }

@@ -162,6 +162,7 @@ static const struct key rq_keys[] = {
 	{"solution_name", K_STR, false, 0, "s.py", 0},
 	{"solution_src", K_SRC, true, 0, "class ModelNew: pass\n", 0},
 	{"cache_dir", K_STR, false, 0, "/cache", 0},
+	{"build_dir", K_STR, false, 0, "/cache/scratch/1-a", 0},
 	{"seed", K_U64, true, 0x123456789abcdefULL, NULL, 0},
 	{"trials", K_UINT, false, 7, NULL, 0},
 	{"atol32", K_F64, false, 0, NULL, 1e-3},
@@ -394,6 +395,7 @@ static void fill_request(struct proto_request *rq)
 	rq->solution_name = strdup("cand \xc3\xa9.py");
 	rq->solution_src = strdup("class ModelNew: pass\n");
 	rq->cache_dir = strdup("/var/cache/stark");
+	rq->build_dir = strdup("/var/cache/stark/scratch/7-abcdef");
 	rq->seed = UINT64_MAX;
 	rq->trials = PROTO_TRIALS_MAX;
 	rq->tol_fp32 = (struct proto_tolerance){1.5e-5, 2.5e-5};
@@ -463,6 +465,7 @@ static void same_request(const struct proto_request *a, const struct proto_reque
 			  b->solution_len ? b->solution_len : strlen(b->solution_src));
 	ck_assert_str_eq(a->solution_src, b->solution_src);
 	ck_assert_str_eq(a->cache_dir, b->cache_dir);
+	ck_assert_str_eq(a->build_dir ? a->build_dir : "", b->build_dir ? b->build_dir : "");
 	ck_assert_uint_eq(a->seed, b->seed);
 	ck_assert_uint_eq(a->trials, b->trials);
 	same_double(a->tol_fp32.atol, b->tol_fp32.atol, "atol32");
@@ -1015,6 +1018,7 @@ START_TEST(over_caps)
 		{"id", PROTO_NAME_MAX, true},	     {"device", PROTO_NAME_MAX, true},
 		{"format", PROTO_NAME_MAX, true},    {"problem_name", PROTO_PATH_MAX, true},
 		{"solution_name", PROTO_PATH_MAX, true}, {"cache_dir", PROTO_PATH_MAX, true},
+		{"build_dir", PROTO_PATH_MAX, true},
 		{"problem_src", PROTO_SRC_MAX, true}, {"solution_src", PROTO_SRC_MAX, true},
 		{"id", PROTO_NAME_MAX, false},	     {"message", PROTO_MESSAGE_MAX, false},
 		{"log", PROTO_LOG_MAX, false},	     {"first_bad", PROTO_NAME_MAX, false},
