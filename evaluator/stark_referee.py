@@ -152,6 +152,8 @@ class Evaluation(Workers, DataPath, Comparison, GpuLock, Timing, Checks):
         self.lock_fd = None
         self.window_fd = None           # the output window (stark_wire)
         self.window_size = 0
+        self.window_cap = W.window_capacity()   # its capacity: one chunk
+        self.chunks = 0                 # most chunks an output streamed in
         self.lock_held = None       # "ex", "sh" or None
         self.lock_wait = {}         # seconds waited for the GPU lock, by mode
         self.spent = {}             # seconds by part of a pair (env pair_ms)
@@ -358,6 +360,10 @@ class Evaluation(Workers, DataPath, Comparison, GpuLock, Timing, Checks):
             # Where the pairs' time went (checks, timing, probes together).
             r["env"]["pair_ms"] = " ".join("%s %.0f" % (k, v * 1e3)
                                            for k, v in self.spent.items())[:200]
+        if self.chunks > 1:
+            r["env"]["output_window"] = "%d chunks of up to %d MiB" % (
+                self.chunks, self.window_cap >> 20) if self.window_cap >= (1 << 20) else \
+                "%d chunks of up to %d bytes" % (self.chunks, self.window_cap)
         if self.compared:
             r["max_abs_err"] = self.max_abs
             r["max_rel_err"] = self.max_rel

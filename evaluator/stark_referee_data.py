@@ -97,21 +97,23 @@ class DataPath:
         reference's (structure, dtype, shape and device) and its integrity
         facts against the reference's; its bytes, which it writes into the
         output window (stark_wire), are then read and compared by the
-        reference worker while the candidate is stopped.  digest: on GPUs,
-        the digests of its outputs the candidate's CALL reply gave, which
-        the reference checks against the bytes.  tols: (atol, rtol) per
-        output, by default the request's for each dtype.  Returns the
-        reference's per-output statistics."""
+        reference worker while the candidate is stopped, one chunk of the
+        window's capacity at a time (stream_compare).  digest: on GPUs, the
+        digests of its outputs the candidate's CALL reply gave, which the
+        reference checks against the bytes.  tols: (atol, rtol) per output,
+        by default the request's for each dtype.  Returns the reference's
+        per-output statistics."""
         c, r = self.cand, self.ref
         _, size = W.window_layout(ref_meta[1])
-        if size > self.window_size:
+        win = min(size, self.window_cap)
+        if win > self.window_size:
             # Grown only (the window is sealed against shrinking); sparse
             # until the candidate writes.
-            os.ftruncate(self.window_fd, size)
-            self.window_size = size
+            os.ftruncate(self.window_fd, win)
+            self.window_size = win
 
         def head():
-            c.chan.send_json(W.FETCH, {"window": size}, self.deadline)
+            c.chan.send_json(W.FETCH, {"window": self.window_cap}, self.deadline)
             hdr = self.expect(c, W.OUT_HEADER, what, W.HEADER_MAX)
             k = hdr.get("kind")
             if k == "bad":
@@ -127,13 +129,7 @@ class DataPath:
         cand_facts = self.talk(c, what, head)
         t = self.spend("fetch", t)
         self.check_facts(cand_facts, ref_facts, what)
-
-        def written():
-            info = self.expect(c, W.OUT_WRITTEN, what)
-            if info.get("bytes") != size:
-                raise W.WireError("%r bytes written to the output window, expected %d"
-                                  % (info.get("bytes"), size))
-        self.talk(c, what, written)
+        self.written(0, win, size, what)
         t = self.spend("write", t)
         if not ref_meta[1]:
             return []
@@ -145,11 +141,7 @@ class DataPath:
             ok = isinstance(digest, list) and all(type(d) is int and abs(d) < (1 << 63)
                                                   for d in digest)
             hdr["digest"] = digest if ok else []
-        with Stopped(c):
-            self.talk(r, what, r.chan.send_json, W.COMPARE, hdr, self.deadline)
-            reply = self.talk(r, what, self.expect_ok, r, "the comparison of outputs (%s)"
-                              % what)
-        self.spend("compare", t)
+        reply = self.stream_compare(hdr, win, size, what, t)
         if isinstance(reply.get("window"), str):
             self.res["env"]["window"] = reply["window"][:200]
         if digest is not None and reply.get("digest_ok") is not True:
@@ -158,6 +150,48 @@ class DataPath:
                           "its call returned, so work went on outside the timed call" % what,
                           check="digest")
         return self.checked_results(reply, len(ref_meta[1]), what)
+
+    def written(self, off, win, size, what):
+        """The candidate's account of a chunk it wrote into the window: the
+        bytes [off, off + win) of its outputs, or to their end."""
+        c = self.cand
+        want = min(win, size - off)
+
+        def go():
+            info = self.expect(c, W.OUT_WRITTEN, what)
+            if info.get("bytes") != want:
+                raise W.WireError("%r bytes written to the output window, expected %d"
+                                  % (info.get("bytes"), want))
+        self.talk(c, what, go)
+
+    def stream_compare(self, hdr, win, size, what, t):
+        """The reference worker compares the chunk in the window (the
+        candidate stopped); while it asks for the next chunk, the candidate
+        writes it (PUT).  Returns the reference's last reply (its
+        results)."""
+        c, r = self.cand, self.ref
+        off, msg, chunks = 0, dict(hdr), 0
+        while True:
+            msg["off"], msg["len"] = off, min(win, size - off)
+            with Stopped(c):
+                self.talk(r, what, r.chan.send_json, W.COMPARE, msg, self.deadline)
+                reply = self.talk(r, what, self.expect_ok, r,
+                                  "the comparison of outputs (%s)" % what)
+            t = self.spend("compare", t)
+            chunks += 1
+            nxt = reply.get("next")
+            if nxt is None:
+                break
+            if type(nxt) is not int or nxt != off + msg["len"] or nxt >= size:
+                raise Verdict("error", "the reference worker asked for chunk %.40r of the "
+                              "outputs after [%d, %d) of %d bytes (%s)"
+                              % (nxt, off, off + msg["len"], size, what))
+            off, msg = nxt, {}
+            self.talk(c, what, c.chan.send_json, W.PUT, {"off": off}, self.deadline)
+            self.written(off, win, size, what)
+            t = self.spend("write", t)
+        self.chunks = max(self.chunks, chunks)
+        return reply
 
     def run_pair(self, label, what, order=("ref", "cand"), kind=None, variant=False,
                  timed=False, slot=None):

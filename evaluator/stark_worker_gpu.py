@@ -109,7 +109,7 @@ class GpuTiming:
         return self._timed(lambda: None)[1]
 
     # -- memory placements -----------------------------------------------
-    def _slot(self, nbytes, slot):
+    def _slot(self, nbytes, slot, places=None):
         """The placement of the call this GEN makes inputs for: `slot`
         (the referee's choice) modulo the placements in use.
 
@@ -127,8 +127,10 @@ class GpuTiming:
         the referee reports the time on the fastest placement
         (placement_adjusted).  Both workers run this same code, so
         reference and candidate are measured alike.  Fewer placements when
-        the input copies would pass PLACEMENT_BYTES; one where torch has no
-        MemPool."""
+        the input copies would pass PLACEMENT_BYTES, or than `places`, the
+        referee's plan (stark_memory: what the device's memory affords
+        with the forward's own allocations in every pool); one where torch
+        has no MemPool."""
         self.gens += 1
         self.n_slots = 1
         want = self.cfg.get("placements")
@@ -141,6 +143,8 @@ class GpuTiming:
             s = slot if type(slot) is int and slot >= 0 else 0
             return self.scan_kept[s % self.n_slots]
         n = max(1, min(want, PLACEMENT_BYTES // max(nbytes, 1)))
+        if type(places) is int and places >= 1:
+            n = min(n, places)
         if not self.pools:
             self.pools.append(torch.cuda.MemPool())
         self.n_slots = n
