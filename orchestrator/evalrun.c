@@ -186,6 +186,22 @@ static void cuda_arch_env(int gpu_index)
 	setenv("TORCH_CUDA_ARCH_LIST", list, 0);
 }
 
+/* $STARK_RUN_MEM_MIB in bytes, or 0 (the sandbox's default) where it is
+ * unset or not a number of MiB from 512 up. */
+static uint64_t run_mem_bytes(void)
+{
+	const char *v = getenv("STARK_RUN_MEM_MIB");
+	uint64_t mib;
+
+	if (!v || !*v || str_to_u64(v, 512, 1ull << 24, &mib)) {
+		if (v && *v)
+			stark_warn("evalrun: STARK_RUN_MEM_MIB must be a number of MiB from 512 up, not '%s'; the run jail keeps its default",
+				   v);
+		return 0;
+	}
+	return mib << 20;
+}
+
 void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, const char *cache,
 		       const char *device, bool insecure, struct evalrun_binds *binds)
 {
@@ -210,6 +226,9 @@ void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, c
 	run->sandbox = SANDBOX_RUN;
 	if (!compile->mem_bytes)
 		compile->mem_bytes = EVALRUN_COMPILE_MEM;
+	if (!run->mem_bytes)
+		run->mem_bytes = run_mem_bytes();
+	run->oom_grace_ms = EVALRUN_OOM_GRACE_MS;
 	compile->binds = binds->compile;
 	run->binds = binds->run;
 	run->nbinds = n;
@@ -324,6 +343,7 @@ static int start_exec(struct evalrun *er, const struct evalrun_opts *o,
 	cfg.gpu_index = o->gpu_index;
 	if (o->mem_bytes)
 		cfg.mem_bytes = o->mem_bytes;
+	cfg.oom_grace_ms = o->oom_grace_ms;
 	if (o->required)
 		cfg.required = o->required;
 	cfg.insecure = o->insecure;
@@ -361,6 +381,7 @@ static int make_job(const struct evalrun_opts *o, const struct proto_request *rq
 	/* (never 0, which the zygote would read as "the stage's default") */
 	job->required = (cfg.required & sandbox_layers_available(o->sandbox)) | SANDBOX_L_FDS;
 	job->mem_bytes = o->mem_bytes;
+	job->oom_grace_ms = o->oom_grace_ms;
 	job->wall_ms = (uint64_t)rq->wall_ms + o->grace_ms;
 	job->owner_pid = (int32_t)getpid();
 	if (o->nbinds > EVAL_ZBINDS)
@@ -892,21 +913,37 @@ static int synthesize(struct evalrun *er, struct proto_result *rs, const char *d
 	return rc;
 }
 
+/* The value of a result's env key, or NULL. */
+static const char *env_of(const struct proto_result *rs, const char *key)
+{
+	for (uint32_t i = 0; i < rs->nenv; i++)
+		if (!strcmp(rs->env[i].key, key))
+			return rs->env[i].val;
+	return NULL;
+}
+
 /*
  * A worker the evaluator saw killed by SIGKILL may have been the kernel's
- * OOM victim: where the cgroup has no group kill (cgroup v1) the referee
- * survives and reports the bare signal before the jail's own account is
- * in.  That account is trusted and says more, so it is waited for (the
- * workers are already dead: a short wait) and, when the memory limit was
- * reached, the message says so.
+ * OOM victim: the run jail gives its referee a grace after the first OOM
+ * kill (EVALRUN_OOM_GRACE_MS), and where the cgroup has no group kill
+ * (cgroup v1) the referee survives anyway, so it reports the bare signal
+ * before the jail's own account is in.  That account is trusted and says
+ * more, so it is waited for (the workers are already dead: a short wait)
+ * and, when the memory limit was reached, the message says so.  Whose
+ * fault it was is the referee's judgement (env oom_blame, from the
+ * workers' peak host memory it sampled, env host_mem_mib): a limit of
+ * ours reached by our own side, or by a candidate within its allowance,
+ * is an error, never the candidate's.
  */
 #define OOM_ACCOUNT_WAIT_MS 5000
 static int oom_account(struct evalrun *er, struct proto_result *rs)
 {
+	const char *blame = env_of(rs, "oom_blame"), *mib = env_of(rs, "host_mem_mib");
 	char *seen;
 	int rc;
 
-	if (rs->status != PROTO_ST_CRASHED || !rs->message || !strstr(rs->message, "(SIGKILL)"))
+	if ((rs->status != PROTO_ST_CRASHED && rs->status != PROTO_ST_ERROR) || !rs->message ||
+	    !strstr(rs->message, "(SIGKILL)"))
 		return 0;
 	if (!er->ended)
 		reap(er, OOM_ACCOUNT_WAIT_MS);
@@ -914,7 +951,16 @@ static int oom_account(struct evalrun *er, struct proto_result *rs)
 		return 0;
 	seen = rs->message;
 	rs->message = NULL;
-	rc = proto_result_set_message(rs, "the jail's %s (the evaluator saw: %s)", er->ex.why, seen);
+	if (blame && !strcmp(blame, "evaluator")) {
+		rs->status = PROTO_ST_ERROR;
+		rc = proto_result_set_message(
+			rs, "the run jail's %s: a limit of the evaluator's own, reached by its side or by a candidate within its allowance (peak host memory in MiB: %s; the evaluator saw: %s); STARK_RUN_MEM_MIB raises it",
+			er->ex.why, mib ? mib : "not sampled", seen);
+	} else {
+		rc = proto_result_set_message(
+			rs, "the jail's %s; the candidate's allocations reached it (peak host memory in MiB: %s; the evaluator saw: %s)",
+			er->ex.why, mib ? mib : "not sampled", seen);
+	}
 	free(seen);
 	return rc;
 }
