@@ -34,7 +34,11 @@
 			  exclusively, only while waiting for byte 1, so a
 			  timing that waits keeps new shared holders out.
 			  Other programs that use the GPU may take byte 1
-			  the same way to keep out of timings. */
+			  the same way to keep out of timings.  The same
+			  file holds the memory ledger (byte 2, bytes
+			  64-127, offsets 2048 and 4096 on:
+			  evaluator/stark_memory.py), through which the
+			  evaluations on the GPU reserve device memory. */
 #define EVAL_PROGRAM "stark-eval"
 
 /* Default limits the orchestrator applies to one evaluation. */

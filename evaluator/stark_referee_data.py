@@ -16,7 +16,7 @@ import os
 import time
 
 import stark_wire as W
-from stark_referee_common import Verdict, derive, dict_field, number
+from stark_referee_common import Verdict, derive, dict_field, int_field, number
 from stark_referee_compare import RECHECK_SLACK
 from stark_referee_workers import Stopped
 
@@ -35,6 +35,7 @@ class DataPath:
             n = d.get("placements")
             if w is self.ref and type(n) is int and 0 < n <= self.req["placements"]:
                 self.placements = max(self.placements, n)
+            self.note_mem(w.role, "gen", d)
             items = d.get("items")
             if not isinstance(items, list) or len(items) > W.MAX_ITEMS:
                 raise W.WireError("bad input description")
@@ -53,6 +54,8 @@ class DataPath:
         args = {"seed": derive(self.seed, label), "sizes": {}, "variant": bool(variant)}
         if slot is not None:
             args["slot"] = slot
+            if self.place_cap is not None:
+                args["places"] = self.place_cap
         for w in (self.ref, self.cand):
             self.send_gen(w, args, what)
         ref_desc, nbytes = self.recv_gen(self.ref, what)
@@ -194,12 +197,14 @@ class DataPath:
         return reply
 
     def run_pair(self, label, what, order=("ref", "cand"), kind=None, variant=False,
-                 timed=False, slot=None):
+                 timed=False, slot=None, repeat=False):
         """Both models on inputs made for this call, each called with the
         other stopped (on GPUs, a timed call after an L2 flush); outputs
         described, integrity facts checked, outputs compared by the
-        reference worker.  Returns (ns, replies, raw ns, mismatch message
-        or None), the first three by role."""
+        reference worker.  With `repeat`, the reference runs forward a
+        second time on the same inputs and says whether its outputs agree
+        (check_repeat).  Returns (ns, replies, raw ns, mismatch message or
+        None), the first three by role."""
         t_pair = time.monotonic()
         self.input_bytes = max(self.input_bytes, self.gen_inputs(label, what, variant, slot))
         t = self.spend("gen", t_pair)
@@ -218,10 +223,14 @@ class DataPath:
                     args = {"queued": True}
                 elif fl.get("spin_error") and self.spin_error is None:
                     self.spin_error = str(fl.get("spin_error"))[:200]
+            if repeat and role == "ref":
+                args = dict(args or {}, repeat={
+                    n: list(self.tolerance(dt)) for n, dt in W.DTYPES.items()})
             with Stopped(other):
                 ns[role], replies[role], raws[role] = self.call(
                     w, "forward (%s)" % what, kind, args, net=timed and not self.cuda)
             t = self.spend("call", t)
+            self.note_mem(role, "call", replies[role])
             if timed and self.cuda:
                 self.note_launch(role, replies[role])
         ref_meta, ref_facts = self.fetch_ref(what)
@@ -238,3 +247,31 @@ class DataPath:
         bad = self.compare(results, ref_meta, what, tols)
         self.pair_max_s = max(self.pair_max_s, time.monotonic() - t_pair)
         return ns, replies, raws, bad
+
+    def check_repeat(self, rep):
+        """The reference's two runs of the first trial on the same inputs
+        (stark_worker_memory.repeat_check): outputs that differ beyond the
+        tolerance make the problem impossible to judge (an error that says
+        by how much); a difference within it is noted (env
+        reference_repeat)."""
+        env = self.res["env"]
+        if not isinstance(rep, dict) or not isinstance(rep.get("equal"), bool):
+            return
+        if rep["equal"]:
+            env["reference_repeat"] = "bitwise" + (" (by digest)" if rep.get("digest_only")
+                                                   else "")
+            return
+        if rep.get("digest_only"):
+            env["reference_repeat"] = ("not bitwise (by digest; no room on the device for "
+                                       "a second output to say by how much)")
+            return
+        nbad = int_field(rep, "nbad")
+        amax = number(rep.get("max_abs"))
+        if nbad:
+            raise Verdict("error", "the problem's reference is not deterministic: run twice "
+                          "on the same inputs (trial 1), its output %d differs in %d of %d "
+                          "elements beyond the tolerance (max abs difference %.3g), so no "
+                          "candidate can be judged against it"
+                          % (int_field(rep, "index"), nbad, int_field(rep, "numel"), amax))
+        env["reference_repeat"] = ("not bitwise: two runs on the same inputs differ by up "
+                                   "to %.3g, within the tolerance" % amax)

@@ -257,7 +257,10 @@ class Timing:
         # Memory placements the timed calls rotate through (the reference
         # worker's count, from its GEN replies); each is warmed up, so
         # that no placement's first timed call makes its allocations.
+        self.plan_places()
         nplace = max(self.placements, 1) if self.cuda else 1
+        if self.place_cap is not None:
+            nplace = min(nplace, self.place_cap)
         if nplace > PLACEMENT_KEEP:
             nplace = self.scan_placements(nplace)
         for i in range(max(req["warmup"], nplace if nplace > 1 else 0)):

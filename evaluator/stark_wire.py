@@ -97,6 +97,8 @@ PING = b"PING"      # no-op round trip
 PROFILE = b"PROF"   # like CALL, under the profiler; replies the op names
 SCAN = b"SCAN"      # JSON {"keep": n}: time forward on every memory placement
                     # with the last inputs; keep the fastest n for later GENs
+PLAN = b"PLAN"      # reference only: JSON {"init_seed": n}: the problem's footprint
+                    # estimated on the meta device (stark_worker_memory)
 PUT = b"PUT "       # candidate only: JSON {"off": n}: write the outputs' bytes
                     # from offset n into the output window (the next chunk)
 QUIT = b"QUIT"
@@ -324,10 +326,13 @@ class Channel:
     died.  deadline is a time.monotonic() value or None (wait forever: only
     the worker side, which the referee kills when it must)."""
 
+    WATCH_S = 0.1               # how often a wait calls watch()
+
     def __init__(self, sock, pid=None):
         self.sock = sock
         self.pid = pid
         self.pidfd = -1
+        self.watch = None       # called every WATCH_S while waiting (the referee's)
         if pid is not None and hasattr(os, "pidfd_open"):
             try:
                 self.pidfd = os.pidfd_open(pid)
@@ -353,7 +358,11 @@ class Channel:
                 raise WorkerTimeout()
             # Without a pidfd, wake up now and then to check the pid.
             slice_ms = left * 1000 if self.pidfd >= 0 else min(left * 1000, 200)
+            if self.watch is not None:
+                slice_ms = min(slice_ms, self.WATCH_S * 1000)
             ready = poller.poll(max(1, int(slice_ms)))
+            if not ready and self.watch is not None:
+                self.watch()
             fds = {fd: ev for fd, ev in ready}
             if self.sock.fileno() in fds:
                 return

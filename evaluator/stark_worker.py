@@ -28,8 +28,8 @@ the bytes the reference worker reads from the output window, the digests
 that tie them to the moment the call returned, and its own clock.
 
 The worker is one class, Worker, in parts: its GPU machinery for timing
-(stark_worker_gpu) and its outputs (stark_worker_outputs) are modules of
-their own.
+(stark_worker_gpu), its outputs (stark_worker_outputs) and what it knows
+about memory (stark_worker_memory) are modules of their own.
 """
 
 import json
@@ -48,6 +48,7 @@ import stark_build
 import stark_cuda
 import stark_wire as W
 from stark_worker_gpu import GpuTiming
+from stark_worker_memory import OOM_TYPES, Memory, is_oom
 from stark_worker_outputs import Outputs, storage_span
 
 TRACEBACK_MAX = 200000
@@ -82,7 +83,7 @@ def _exec_module(name, filename, src):
     return mod
 
 
-class Worker(GpuTiming, Outputs):
+class Worker(GpuTiming, Outputs, Memory):
     """One worker: its model, this call's inputs and outputs, and the
     command loop (serve)."""
 
@@ -168,6 +169,24 @@ class Worker(GpuTiming, Outputs):
                             self.cfg["solution_src"])
 
     def _construct(self, cls, init_seed, on_device):
+        """cls(*get_init_inputs()) with the weights' seed.  On a GPU the
+        model is built with the device as the default device (torch 2.x),
+        so its weights are made there and never pass through host memory
+        (KernelBench's level 3 has models of 2.7 and 8.6 GB, beyond the
+        run jail's host memory); a model that cannot be built that way (a
+        constructor that needs host tensors) is built on the CPU and
+        moved, as before.  Every worker builds the same way from the same
+        seed, so the weights agree."""
+        if on_device and self.device.type != "cpu" and hasattr(torch.device, "__enter__"):
+            try:
+                with torch.device(self.device):
+                    return self._build(cls, init_seed, True)
+            except BaseException as e:
+                if is_oom(e) or not isinstance(e, Exception):
+                    raise
+        return self._build(cls, init_seed, on_device)
+
+    def _build(self, cls, init_seed, on_device):
         torch.manual_seed(init_seed)
         random.seed(init_seed)
         init = list(self.problem.get_init_inputs())
@@ -182,7 +201,9 @@ class Worker(GpuTiming, Outputs):
         where names and shapes agree, so both compute with equal weights."""
         if not isinstance(model, torch.nn.Module):
             return 0
-        ref, _ = self._construct(self.problem.Model, init_seed, False)
+        # Built as the reference worker built it (on the device, where it
+        # can be), so the weights are the same ones.
+        ref, _ = self._construct(self.problem.Model, init_seed, True)
         ref_state = ref.state_dict()
         n = 0
         with torch.no_grad():
@@ -192,6 +213,9 @@ class Worker(GpuTiming, Outputs):
                         r.shape == v.shape and r.dtype == v.dtype):
                     v.copy_(r.to(v.device))
                     n += 1
+        del ref, ref_state
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()    # the copy's blocks back to the device
         return n
 
     def cmd_load(self, args):
@@ -202,8 +226,14 @@ class Worker(GpuTiming, Outputs):
             if self.warming is not None:
                 self.warming.join(WARM_WAIT_S)
                 self.warming = None
+        if err is not None and (err.get("type") in OOM_TYPES or
+                                "out of memory" in str(err.get("message", ""))[:2000]):
+            err["oom"] = self.oom_facts(err.get("message", ""))
         if reply is not None:
             reply["load_s"] = time.monotonic() - t0
+            mem = self.mem_facts()
+            if mem:
+                reply["mem"] = mem
         return reply, err
 
     def _load(self, args):
@@ -323,6 +353,8 @@ class Worker(GpuTiming, Outputs):
         self.snapshot = None
         self.kept = None
         self.exact = None
+        self.sending = None
+        self.cmp = None
         items, variant = self._make_inputs(args)
         desc, tensors = W.describe_inputs(items)
         nbytes = sum(t.numel() * t.element_size() for t in tensors)
@@ -448,23 +480,6 @@ class Worker(GpuTiming, Outputs):
         GiB more of the device for a check."""
         return COPY_CHECK_BYTES
 
-    def mem_facts(self):
-        """This worker's device memory, for the referee's plan: bytes
-        allocated now and at the peak since the last reading (torch's
-        allocator), and the device's free and total bytes.  {} on CPUs."""
-        if self.device.type != "cuda":
-            return {}
-        try:
-            free, total = torch.cuda.mem_get_info(self.device)
-            facts = {"alloc": int(torch.cuda.memory_allocated(self.device)),
-                     "peak": int(torch.cuda.max_memory_allocated(self.device)),
-                     "reserved": int(torch.cuda.memory_reserved(self.device)),
-                     "free": int(free), "total": int(total)}
-            torch.cuda.reset_peak_memory_stats(self.device)
-            return facts
-        except Exception:
-            return {}
-
     # -- calls -----------------------------------------------------------
     def _forward(self):
         with torch.no_grad():
@@ -484,9 +499,15 @@ class Worker(GpuTiming, Outputs):
             h = time.perf_counter()
             info["digest"] = [W.output_digest(t) for t in items[:W.MAX_TENSORS]]
             info["host_us"].append(round((time.perf_counter() - h) * 1e6, 1))
-            return info
-        self.outputs = self._forward()
-        return {}
+        else:
+            self.outputs = self._forward()
+            info = {}
+        mem = self.mem_facts()
+        if mem:
+            info["mem"] = mem
+        if self.role == "ref" and isinstance(args.get("repeat"), dict):
+            info["repeat"] = self.repeat_check(args["repeat"])
+        return info
 
     def after_call(self):
         """Right after the reply to CALL: a copy of the outputs as they were
@@ -518,7 +539,8 @@ class Worker(GpuTiming, Outputs):
         chan = self.chan
         caps = {W.LOAD: 1 << 16, W.COMPILE: 1 << 16, W.GEN: 1 << 20, W.CALL: 1 << 12,
                 W.SCAN: 64, W.FETCH: 64, W.PUT: 64, W.COMPARE: W.HEADER_MAX, W.FLUSH: 64,
-                W.TIMED_NOOP: 0, W.DEVICE_INFO: 1 << 12, W.PING: 0, W.QUIT: 0, W.PROFILE: 0}
+                W.TIMED_NOOP: 0, W.DEVICE_INFO: 1 << 12, W.PING: 0, W.QUIT: 0, W.PROFILE: 0,
+                W.PLAN: 64}
         phases = {W.LOAD: "load", W.GEN: "inputs", W.COMPARE: "compare",
                   W.FLUSH: "device", W.DEVICE_INFO: "device"}
         while True:
@@ -539,7 +561,10 @@ class Worker(GpuTiming, Outputs):
                 except W.WorkerGone:
                     raise
                 except BaseException as e:
-                    chan.send_json(W.ERR, _error("fetch", e))
+                    err = _error("fetch", e)
+                    if is_oom(e):
+                        err["oom"] = self.oom_facts(e)
+                    chan.send_json(W.ERR, err)
                 continue
             args = json.loads(payload) if payload else {}
             try:
@@ -561,12 +586,16 @@ class Worker(GpuTiming, Outputs):
                     info, err = self.cmd_timed_noop(), None
                 elif kind == W.DEVICE_INFO:
                     info, err = self.cmd_device_info(args), None
+                elif kind == W.PLAN:
+                    info, err = self.cmd_plan(args), None
                 else:
                     info, err = self.cmd_call(args), None
             except W.WorkerGone:
                 raise
             except BaseException as e:
                 info, err = None, _error(phases.get(kind, "forward"), e)
+                if is_oom(e):
+                    err["oom"] = self.oom_facts(e)
             if err is not None:
                 chan.send_json(W.ERR, err)
                 continue
@@ -597,9 +626,22 @@ def _warm_cuda(dev):
         pass
 
 
+def _oom_first():
+    """Workers go before the referee when the jail's memory runs out: the
+    kernel's OOM killer then chooses a worker (the largest), and the
+    referee lives to say whose it was.  Raising one's own score needs no
+    privilege; where it fails, the kernel chooses by size alone."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
+
+
 def main(sock, role, cfg, problem):
     """Entry point in the forked child; never returns."""
     code = 0
+    _oom_first()
     try:
         chan = W.Channel(sock)
         Worker(chan, role, cfg, problem).serve()

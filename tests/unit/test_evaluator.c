@@ -474,6 +474,54 @@ START_TEST(variant_rules)
 }
 END_TEST
 
+/* The output window's chunks (stark_wire): pieces of outputs, digests and
+ * comparison results that add up to the whole output's, the in-place
+ * variant, and the weighted digest kept instead of large copies. */
+START_TEST(stream_pieces)
+{
+	/* Outputs of 1000, 10 and 300 bytes laid out at 0, 1024 and 1280. */
+	expect_eval(NULL,
+		    "stark_wire.chunk_parts([(None, None, 1000), (None, None, 10), (None, None, 300)],"
+		    " [0, 1024, 1280], 512, 1300)",
+		    "[(0, 512, 1000), (1, 0, 10), (2, 0, 20)]");
+	expect_eval(NULL, "stark_wire.window_layout([(None, None, 1000), (None, None, 10)])",
+		    "([0, 1024], 1280)");
+	/* Digests of pieces cut at 256-byte boundaries add up to the output's,
+	   whatever word the output's size calls for (8, 4 or 1 bytes). */
+	expect_eval(NULL,
+		    "[(lambda b: stark_wire.digest_add(stark_wire.digest_part(b[:256], b.numel()),"
+		    " stark_wire.digest_add(stark_wire.digest_part(b[256:768], b.numel()),"
+		    " stark_wire.digest_part(b[768:], b.numel()))) == stark_wire.output_digest(t))("
+		    "t.reshape(-1).view(torch.uint8)) for t in (torch.randn(1000), torch.randn(333),"
+		    " torch.randint(0, 255, (1001,), dtype=torch.uint8))]",
+		    "[True, True, True]");
+	/* Results of pieces merge: counts add, the first bad index is global. */
+	expect_eval(NULL,
+		    "(lambda a: (a['nbad'], a['first'], a['got'], a['want']))(stark_wire.merge_results("
+		    "stark_wire.merge_results(None, stark_wire.compare_tensor(torch.ones(4),"
+		    " torch.ones(4), 1e-4, 1e-4), 0), stark_wire.compare_tensor(torch.tensor([1.0, 5.0,"
+		    " 6.0]), torch.ones(3), 1e-4, 1e-4), 4))",
+		    "(2, 5, 5.0, 1.0)");
+	/* The variant made in place equals vary_inputs' copy. */
+	expect_eval(NULL,
+		    "[(lambda x: torch.equal(stark_wire.vary_inputs([x], 5)[0],"
+		    " (lambda y: (stark_wire.vary_tensors_([y], 5), y)[1])(x.clone())))(x)"
+		    " for x in (torch.randn(1000), torch.randn(10, 10).double(), torch.randn(64).half())]",
+		    "[True, True, True]");
+	/* A weighted digest sees a swap that a plain sum does not. */
+	expect_eval(NULL,
+		    "(lambda x, y: (stark_wire.output_digest(x) == stark_wire.output_digest(y),"
+		    " stark_wire.weighted_digest(x) == stark_wire.weighted_digest(y),"
+		    " stark_wire.weighted_digest(x) == stark_wire.weighted_digest(x.clone())))("
+		    "torch.arange(16.0).double(), torch.arange(16.0).double().flip(0))",
+		    "(True, False, True)");
+	/* The window's capacity: $STARK_WINDOW_BYTES, aligned, at least 4 KiB. */
+	expect_eval(NULL,
+		    "[stark_wire.window_capacity({'STARK_WINDOW_BYTES': v}) for v in ('5000', '12', 'x', '')]",
+		    "[4864, 268435456, 268435456, 268435456]");
+}
+END_TEST
+
 /* Input descriptions of the two workers (GEN) and output digests. */
 START_TEST(inputs_and_digests)
 {
@@ -1065,6 +1113,7 @@ static Suite *evaluator_suite(void)
 	tcase_add_test(pieces, roofline);
 	tcase_add_test(pieces, variant_rules);
 	tcase_add_test(pieces, inputs_and_digests);
+	tcase_add_test(pieces, stream_pieces);
 	tcase_add_test(pieces, prewarm_safe);
 	tcase_add_test(pieces, cache_key);
 	tcase_add_test(pieces, traceback_filter);
