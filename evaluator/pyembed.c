@@ -575,6 +575,7 @@ static PyObject *request_dict(const struct proto_request *rq)
 	    put(d, "max_time_ms", PyLong_FromUnsignedLong(rq->max_time_ms)) ||
 	    put(d, "target_rse", PyFloat_FromDouble(rq->target_rse)) ||
 	    put(d, "placements", PyLong_FromUnsignedLong(rq->placements)) ||
+	    put(d, "l2_flush", PyBool_FromLong(rq->l2_flush)) ||
 	    put(d, "wall_ms", PyLong_FromUnsignedLong(rq->wall_ms))) {
 		Py_DECREF(d);
 		return NULL;

@@ -214,7 +214,9 @@ class DataPath:
             args = None
             if timed and self.cuda:
                 with Stopped(self.cand):
-                    fl = self.command(self.ref, W.FLUSH, {"spin_us": self.spin_us},
+                    fl = self.command(self.ref, W.FLUSH,
+                                      {"spin_us": self.spin_us,
+                                       "flush": bool(self.req.get("l2_flush", True))},
                                       "an L2 flush (%s)" % what)
                 t = self.spend("flush", t)
                 fl = fl if isinstance(fl, dict) else {}
@@ -232,7 +234,8 @@ class DataPath:
             t = self.spend("call", t)
             self.note_mem(role, "call", replies[role])
             if timed and self.cuda:
-                self.note_launch(role, replies[role])
+                self.note_launch(role, replies[role],
+                                 self.spin_seen[-1] if args and args.get("queued") else None)
         ref_meta, ref_facts = self.fetch_ref(what)
         self.spend("fetch", t)
         self.output_bytes = max(self.output_bytes, sum(sp[2] for sp in ref_meta[1]))

@@ -136,7 +136,8 @@ class Workers:
                 "cubin_dir": self.tmp_cubin, "window_fd": self.window_fd,
                 "solution_name": self.req["solution_name"] or "solution.py",
                 "solution_src": self.req["solution_src"],
-                "placements": self.req["placements"]}
+                "placements": self.req["placements"],
+                "l2_flush": bool(self.req.get("l2_flush", True))}
 
     def spawn(self, role):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -221,7 +221,7 @@ START_TEST(request_dict)
 	fill_request(&rq, "p\xc3\xa9", "s");
 	rq.stage = PROTO_STAGE_RUN;
 	expect_eval(&rq, "sorted(req)",
-		    "['atol16', 'atol32', 'cache_dir', 'device', 'format', 'id', 'max_reps', "
+		    "['atol16', 'atol32', 'cache_dir', 'device', 'format', 'id', 'l2_flush', 'max_reps', "
 		    "'max_time_ms', 'min_reps', 'placements', 'problem_name', 'problem_src', 'rtol16', "
 		    "'rtol32', 'solution_name', 'solution_src', 'stage', 'target_rse', 'timing', "
 		    "'trials', 'wall_ms', 'warmup']");
