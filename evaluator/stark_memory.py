@@ -75,8 +75,10 @@ CAND_FACTOR = 2.0
 CAND_SLACK = 1 * GIB
 HOST_SLACK = 256 * MIB      # the same for host memory (the run jail's 4 GiB)
 # The timing phase's extra placements (memory pools, each with its own
-# inputs and forward's allocations) take at most this much per worker.
-PLACEMENT_BYTES = 4 * GIB
+# inputs and forward's allocations) take at most this much per worker: 32
+# placements of a problem moving 128 MiB (tests/gpu/problems), none more
+# for one of 6 GiB.
+PLACEMENT_BYTES = 8 * GIB
 
 LEDGER_MUTEX = 2
 SLOT_BASE = 64

@@ -506,7 +506,15 @@ class Worker(GpuTiming, Outputs, Memory):
         if mem:
             info["mem"] = mem
         if self.role == "ref" and isinstance(args.get("repeat"), dict):
-            info["repeat"] = self.repeat_check(args["repeat"])
+            try:
+                info["repeat"] = self.repeat_check(args["repeat"])
+            except Exception as e:
+                if not is_oom(e):
+                    raise
+                # No room for a second run: no check (the trial goes on).
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+                info["repeat"] = {"skipped": "out of memory"}
         return info
 
     def after_call(self):

@@ -211,8 +211,9 @@ class Memory:
         size = sum(t.numel() * t.element_size() for t in a)
         room = True
         if self.device.type == "cuda":
+            # Room for a second output and the forward's temporaries.
             free, _ = torch.cuda.mem_get_info(self.device)
-            room = free > size + REPEAT_ROOM
+            room = free > 2 * size + REPEAT_ROOM
         if not room:
             sums = [W.weighted_digest(t) for t in a]
             del a

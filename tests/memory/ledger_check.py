@@ -174,6 +174,9 @@ def main():
     small = {"in": 16 * MIB, "out": 16 * MIB, "weights": 0, "fwd": 16 * MIB}
     ok(M.places(small, None, 32, 80 * G) == 32, "32 placements for 16 MiB tensors")
     ok(M.places(small, None, 32, 100 * MIB) < 4, "few placements where little is spare")
+    corpus = {"in": 64 * MIB, "out": 64 * MIB, "weights": 0, "fwd": 64 * MIB}
+    ok(M.places(corpus, corpus, 32, 60 * G) == 32, "32 placements for the GPU corpus's "
+       "64 MiB tensors, as before the plan")
     huge = {"in": 40 * G, "out": 1 * G, "weights": 0, "fwd": 1 * G}
     ok(M.floor_need(huge) > M.budget(80 * G), "40 GiB of inputs cannot fit twice on 80 GiB")
     ok(M.over_allowance(5 * G, 1 * G) and not M.over_allowance(2 * G, 1 * G),

@@ -522,6 +522,36 @@ START_TEST(stream_pieces)
 }
 END_TEST
 
+/* The footprint estimated on the meta device (stark_worker_memory's PLAN):
+ * a Linear(8, 16) on 4 x 8 inputs; a problem that does not run on meta
+ * says why. */
+START_TEST(footprint_estimate)
+{
+	const char *worker =
+	    "(lambda prob: type('W', (stark_worker_memory.Memory,), {'problem': prob,"
+	    " 'device': torch.device('cpu')})())";
+	char expr[1024];
+
+	snprintf(expr, sizeof(expr),
+		 "(lambda r: (r['in'], r['out'], r['weights'], r['fwd'] >= r['out']))(%s("
+		 "__import__('types').SimpleNamespace(Model=lambda n: torch.nn.Linear(n, 2 * n),"
+		 " get_inputs=lambda: [torch.randn(4, 8)], get_init_inputs=lambda: [8])).cmd_plan({}))",
+		 worker);
+	expect_eval(NULL, expr, "(128, 256, 576, True)");
+	snprintf(expr, sizeof(expr),
+		 "'error' in %s(__import__('types').SimpleNamespace(Model=lambda: (lambda x:"
+		 " torch.tensor(float(x.sum()))), get_inputs=lambda: [torch.randn(4)],"
+		 " get_init_inputs=lambda: [])).cmd_plan({})",
+		 worker);
+	expect_eval(NULL, expr, "True");
+	/* What a CUDA out-of-memory message says failed. */
+	expect_eval(NULL,
+		    "[stark_worker_memory.tried_bytes(m) for m in ('CUDA out of memory. Tried to"
+		    " allocate 6.00 GiB. GPU 0 has', 'Tried to allocate 20.00 MiB', 'nothing')]",
+		    "[6442450944, 20971520, 0]");
+}
+END_TEST
+
 /* Input descriptions of the two workers (GEN) and output digests. */
 START_TEST(inputs_and_digests)
 {
@@ -1114,6 +1144,7 @@ static Suite *evaluator_suite(void)
 	tcase_add_test(pieces, variant_rules);
 	tcase_add_test(pieces, inputs_and_digests);
 	tcase_add_test(pieces, stream_pieces);
+	tcase_add_test(pieces, footprint_estimate);
 	tcase_add_test(pieces, prewarm_safe);
 	tcase_add_test(pieces, cache_key);
 	tcase_add_test(pieces, traceback_filter);
