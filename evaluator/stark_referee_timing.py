@@ -40,21 +40,25 @@ CALL_FACTOR = 100.0           # or this many times the reference's slowest call
 JUDGE_MIN_REPS = 30
 # Before each timed GPU call the reference worker's flush context holds the
 # GPU with a spin long enough for the caller's launches to queue up behind it
-# (stark_worker_gpu.cmd_flush): SPIN_FACTOR times the slowest model's
-# SPIN_QUANTILE of its host times from the worker's wake-up to its last
-# launch, plus SPIN_MARGIN_US for the messages in between, within
-# [SPIN_MIN_US, SPIN_CAP_US].  The first calls, before any host time is
-# known, get SPIN_START_US.  A model launched by many small kernels (level
-# 3's ResNet18 at batch 2: hundreds of launches) takes the host
-# milliseconds to launch; a spin shorter than that lets the GPU wait for
-# the host inside the timed span, and the host's speed (other evaluations
-# in flight, other processes) then moves the time by tens of percent.
-# The spin costs idle GPU time, never correctness, so it grows with the
-# host time; calls whose launching outlasted their spin are counted
-# (env timing_spin_short).
+# (stark_worker_gpu.cmd_flush): SPIN_FACTOR times a model's SPIN_QUANTILE of
+# its host times from the worker's wake-up to its last launch, plus
+# SPIN_MARGIN_US for the messages in between -- the reference's, or the
+# candidate's up to SPIN_CAND_US -- within [SPIN_MIN_US, SPIN_CAP_US].  The
+# first calls, before any host time is known, get SPIN_START_US.  A model
+# launched by many small kernels (level 3's ResNet18 at batch 2: hundreds
+# of launches) takes the host milliseconds to launch; a spin shorter than
+# that lets the GPU wait for the host inside the timed span, and the host's
+# speed (other evaluations in flight, other processes) then moves the time
+# by tens of percent.  The spin costs idle GPU time, never correctness, so
+# it grows with the reference's host time; the candidate's own host time
+# moves it only up to SPIN_CAND_US, since host work done during the spin
+# goes unseen (README, known gaps): a candidate cannot buy itself a longer
+# blind spot by launching slowly.  Calls whose launching outlasted their
+# spin are counted (env timing_spin_short).
 SPIN_START_US = 400
 SPIN_MIN_US = 100
 SPIN_CAP_US = 50000
+SPIN_CAND_US = 2000
 SPIN_FACTOR = 1.5
 SPIN_QUANTILE = 0.9
 SPIN_MARGIN_US = 300
@@ -92,7 +96,8 @@ class Timing:
         """Keeps the model's host time from wake-up to its last launch (the
         first two host_us readings of its CALL reply), counts the call if
         that outlasted the spin it queued behind (spin_us), and sets the
-        next spin from both models' host times."""
+        next spin from the reference's host times, or the candidate's up
+        to SPIN_CAND_US."""
         host = reply.get("host_us") if isinstance(reply, dict) else None
         if not (isinstance(host, list) and len(host) >= 2):
             return
@@ -102,9 +107,10 @@ class Timing:
         if spin_us is not None and t > spin_us:
             self.spin_short += 1
         self.launch_us[role].append(min(t, 1e6))
-        worst = max(quantile(v, SPIN_QUANTILE) for v in self.launch_us.values() if v)
-        self.spin_us = int(min(max(SPIN_FACTOR * worst + SPIN_MARGIN_US, SPIN_MIN_US),
-                               SPIN_CAP_US))
+        need = {r: SPIN_FACTOR * quantile(v, SPIN_QUANTILE) + SPIN_MARGIN_US
+                for r, v in self.launch_us.items() if v}
+        spin = max(need.get("ref", 0.0), min(need.get("cand", 0.0), SPIN_CAND_US))
+        self.spin_us = int(min(max(spin, SPIN_MIN_US), SPIN_CAP_US))
 
     def call(self, w, what, kind=None, args=None, net=False):
         """Runs forward on the worker's inputs; returns (elapsed ns as seen

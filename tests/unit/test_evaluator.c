@@ -522,6 +522,22 @@ START_TEST(stream_pieces)
 }
 END_TEST
 
+/* The spin before a timed call (stark_referee_timing.note_launch): sized by
+ * the reference's host time to its last launch, the candidate's counting
+ * only up to SPIN_CAND_US, so a slow launcher buys no longer blind spot. */
+START_TEST(spin_sizing)
+{
+	expect_eval(NULL,
+		    "[(lambda t: (setattr(t, 'launch_us', {'ref': [], 'cand': []}), setattr(t, 'spin_short',"
+		    " 0), [t.note_launch(r, {'host_us': [0.0, h]}, 100000) for r, h in calls], t.spin_us)[-1])("
+		    "type('T', (stark_referee_timing.Timing,), {})()) for calls in ("
+		    "[('ref', 3000.0)] * 10 + [('cand', 3000.0)] * 10,"
+		    " [('ref', 100.0)] * 10 + [('cand', 30000.0)] * 10,"
+		    " [('ref', 100.0)] * 10 + [('cand', 500.0)] * 10)]",
+		    "[4800, 2000, 1050]");
+}
+END_TEST
+
 /* The footprint estimated on the meta device (stark_worker_memory's PLAN):
  * a Linear(8, 16) on 4 x 8 inputs; a problem that does not run on meta
  * says why. */
@@ -1145,6 +1161,7 @@ static Suite *evaluator_suite(void)
 	tcase_add_test(pieces, inputs_and_digests);
 	tcase_add_test(pieces, stream_pieces);
 	tcase_add_test(pieces, footprint_estimate);
+	tcase_add_test(pieces, spin_sizing);
 	tcase_add_test(pieces, prewarm_safe);
 	tcase_add_test(pieces, cache_key);
 	tcase_add_test(pieces, traceback_filter);
