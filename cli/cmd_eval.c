@@ -79,6 +79,9 @@ static void usage(FILE *f)
 		"                         inputs and allocations (over 4: keep each model's\n"
 		"                         fastest 4 by a scan) and report the fastest\n"
 		"                         pool's times (1-%u) [%u]\n"
+		"  --l2-flush on|off      on a GPU, flush the L2 cache before every timed call;\n"
+		"                         off times with what the cache holds, as KernelBench's\n"
+		"                         published times do [on]\n"
 		"  --cache DIR            build cache [$STARK_CACHE, $XDG_CACHE_HOME/stark, ~/.cache/stark]\n"
 		"  --stage all|split|auto one evaluator process; a compile process then a run\n"
 		"                         process sharing the cache; or split only when the\n"
@@ -126,6 +129,7 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 		{"gpu-lock", required_argument, NULL, 'L'},	 {"help", no_argument, NULL, 'h'},
 		{"min-reps", required_argument, NULL, 'r'},	 {"target-rse", required_argument, NULL, 'R'},
 		{"placements", required_argument, NULL, 'P'},
+		{"l2-flush", required_argument, NULL, 'F'},
 		{NULL, 0, NULL, 0},
 	};
 	uint64_t v;
@@ -139,6 +143,7 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 	a->jobs = 1;
 	a->stage = -1;
 	a->target_rse = NAN;
+	a->l2_flush = -1;
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -186,6 +191,11 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 			if (str_to_u64(optarg, 1, PROTO_PLACEMENTS_MAX, &v))
 				return stark_error(CLI_USAGE, "eval: --placements must be 1..%u, not '%s'", PROTO_PLACEMENTS_MAX, optarg);
 			a->placements = (uint32_t)v;
+			break;
+		case 'F':
+			if (strcmp(optarg, "on") && strcmp(optarg, "off"))
+				return stark_error(CLI_USAGE, "eval: --l2-flush must be on or off, not '%s'", optarg);
+			a->l2_flush = !strcmp(optarg, "on");
 			break;
 		case 'R':
 			if (str_to_double(optarg, &a->target_rse) || !(a->target_rse >= 0.0 && a->target_rse <= 1.0))

@@ -77,6 +77,8 @@ int cli_eval_request(const struct eval_args *a, const char *problem, const char 
 	}
 	if (a->placements)
 		rq->placements = a->placements;
+	if (a->l2_flush >= 0)
+		rq->l2_flush = a->l2_flush != 0;
 	if (!isnan(a->target_rse))
 		rq->target_rse = a->target_rse;
 	rq->wall_ms = a->wall_ms;

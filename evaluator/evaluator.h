@@ -34,7 +34,11 @@
 			  exclusively, only while waiting for byte 1, so a
 			  timing that waits keeps new shared holders out.
 			  Other programs that use the GPU may take byte 1
-			  the same way to keep out of timings. */
+			  the same way to keep out of timings.  The same
+			  file holds the memory ledger (byte 2, bytes
+			  64-127, offsets 2048 and 4096 on:
+			  evaluator/stark_memory.py), through which the
+			  evaluations on the GPU reserve device memory. */
 #define EVAL_PROGRAM "stark-eval"
 
 /* Default limits the orchestrator applies to one evaluation. */
@@ -74,7 +78,7 @@
  * interface between versions.
  */
 #define EVAL_ZMAGIC 0x5a4b5453u /* "STKZ" */
-#define EVAL_ZVERSION 1u
+#define EVAL_ZVERSION 2u
 #define EVAL_ZBINDS 12		/* binds per job */
 #define EVAL_ZPATH 256		/* bytes of a bind path, NUL included */
 #define EVAL_ZKILL 'K'
@@ -109,6 +113,7 @@ struct eval_zjob {
 	int32_t gpu_index;  /* -1: no GPU device nodes */
 	uint32_t required;  /* sandbox layers; 0 = the stage's default */
 	uint64_t mem_bytes; /* 0 = the sandbox's default */
+	uint64_t oom_grace_ms; /* sandbox_config.oom_grace_ms */
 	uint64_t wall_ms;   /* the deadline the monitor enforces */
 	int32_t owner_pid;  /* names the jail's cgroup (sandbox.h) */
 	uint32_t nbinds;    /* <= EVAL_ZBINDS */

@@ -65,11 +65,14 @@ PYSRC(stark_py_build);
 PYSRC(stark_py_env);
 PYSRC(stark_py_worker_gpu);
 PYSRC(stark_py_worker_outputs);
+PYSRC(stark_py_worker_memory);
 PYSRC(stark_py_worker);
 PYSRC(stark_py_referee_common);
 PYSRC(stark_py_referee_readings);
 PYSRC(stark_py_referee_workers);
 PYSRC(stark_py_referee_lock);
+PYSRC(stark_py_memory);
+PYSRC(stark_py_referee_memory);
 PYSRC(stark_py_referee_compare);
 PYSRC(stark_py_referee_data);
 PYSRC(stark_py_referee_timing);
@@ -89,11 +92,14 @@ static const struct {
 	{"stark_env", stark_py_env_start, stark_py_env_end},
 	{"stark_worker_gpu", stark_py_worker_gpu_start, stark_py_worker_gpu_end},
 	{"stark_worker_outputs", stark_py_worker_outputs_start, stark_py_worker_outputs_end},
+	{"stark_worker_memory", stark_py_worker_memory_start, stark_py_worker_memory_end},
 	{"stark_worker", stark_py_worker_start, stark_py_worker_end},
 	{"stark_referee_common", stark_py_referee_common_start, stark_py_referee_common_end},
 	{"stark_referee_readings", stark_py_referee_readings_start, stark_py_referee_readings_end},
 	{"stark_referee_workers", stark_py_referee_workers_start, stark_py_referee_workers_end},
 	{"stark_referee_lock", stark_py_referee_lock_start, stark_py_referee_lock_end},
+	{"stark_memory", stark_py_memory_start, stark_py_memory_end},
+	{"stark_referee_memory", stark_py_referee_memory_start, stark_py_referee_memory_end},
 	{"stark_referee_compare", stark_py_referee_compare_start, stark_py_referee_compare_end},
 	{"stark_referee_data", stark_py_referee_data_start, stark_py_referee_data_end},
 	{"stark_referee_timing", stark_py_referee_timing_start, stark_py_referee_timing_end},
@@ -577,6 +583,7 @@ static PyObject *request_dict(const struct proto_request *rq)
 	    put(d, "max_time_ms", PyLong_FromUnsignedLong(rq->max_time_ms)) ||
 	    put(d, "target_rse", PyFloat_FromDouble(rq->target_rse)) ||
 	    put(d, "placements", PyLong_FromUnsignedLong(rq->placements)) ||
+	    put(d, "l2_flush", PyBool_FromLong(rq->l2_flush)) ||
 	    put(d, "wall_ms", PyLong_FromUnsignedLong(rq->wall_ms))) {
 		Py_DECREF(d);
 		return NULL;

@@ -23,6 +23,9 @@ in a module of its own with the trust notes of what it does:
   stark_referee_data      one pair's data path: inputs, the output window
   stark_referee_compare   tolerances, the comparison, the float64 recheck
   stark_referee_lock      the GPU lock shared by evaluations
+  stark_referee_memory    device memory: the plan, admission, whose fault
+                          running out of it is (stark_memory: the model
+                          and the ledger)
   stark_referee_timing    the timing method and the timing phase
   stark_referee_readings  what timed readings mean (claims, guard, roofline)
   stark_referee_checks    integrity checks, probes and flags
@@ -49,6 +52,7 @@ from stark_referee_common import LIMITS, Verdict, cut, derive, dict_field, int_f
 from stark_referee_compare import Comparison
 from stark_referee_data import DataPath
 from stark_referee_lock import LOCK_FD, GpuLock, lock_usable
+from stark_referee_memory import MemoryPlan
 from stark_referee_timing import SPIN_START_US, Timing
 from stark_referee_workers import Workers
 
@@ -114,7 +118,7 @@ def prewarm():
     return dict(PREWARM)
 
 
-class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, Timing, Checks):
+class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Timing, Checks):
     """One evaluation: the flow is evaluate(); the parts it calls are the
     mixins' (see the module's docstring)."""
 
@@ -140,6 +144,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, Timing, Checks)
         self.spin_us = SPIN_START_US
         self.spin_seen = []             # spins queued (us), for the result
         self.spin_error = None
+        self.spin_short = 0             # timed calls whose launching outlasted the spin
         self.launch_us = {"ref": [], "cand": []}   # host time to the last launch
         self.input_bytes = 0
         self.output_bytes = 0
@@ -157,9 +162,13 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, Timing, Checks)
         self.lock_fd = None
         self.window_fd = None           # the output window (stark_wire)
         self.window_size = 0
+        self.window_cap = W.window_capacity()   # its capacity: one chunk
+        self.chunks = 0                 # most chunks an output streamed in
         self.lock_held = None       # "ex", "sh" or None
         self.lock_wait = {}         # seconds waited for the GPU lock, by mode
         self.spent = {}             # seconds by part of a pair (env pair_ms)
+        self.host_hwm = {}          # workers' peak resident host memory, sampled
+        self.mem_init()
 
     # -- the flow -------------------------------------------------------
     def run(self):
@@ -172,6 +181,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, Timing, Checks)
                 self.res["log"] = v.log
                 self.res.update(v.fields)
         finally:
+            self.sample_host()
             for w in self.workers:
                 w.cont()
             self.stop_workers()
@@ -184,6 +194,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, Timing, Checks)
         self.start_up()
         if self.stage == "compile":
             self.stage_compile()
+        self.plan_memory()
         self.load_models()
         self.check_trials()
         t0 = time.monotonic()
@@ -295,10 +306,11 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, Timing, Checks)
             self.talk(w, "loading", w.chan.send_json, W.LOAD,
                       {"init_seed": init_seed}, self.deadline)
         t0 = time.monotonic()
-        self.talk(self.ref, "loading", self.expect_ok, self.ref,
-                  "construction of Model")
+        self.note_mem("ref", "load", self.talk(self.ref, "loading", self.expect_ok, self.ref,
+                                               "construction of Model"))
         info = self.talk(self.cand, "loading", self.expect_ok, self.cand,
                          "construction of ModelNew")
+        self.note_mem("cand", "load", info)
         self.res["stage_ms"]["compile_ms"] = (time.monotonic() - t0) * 1e3
         self.build = dict_field(info, "build")
         if self.stage == "all":
@@ -326,7 +338,11 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, Timing, Checks)
             what = "trial %d of %d%s" % (t + 1, trials, ", scaled inputs" if variant else "")
             t1 = time.monotonic()
             with self.gpu_shared():
-                _, _, _, bad = self.run_pair("trial-%d" % t, what, variant=variant)
+                _, replies, _, bad = self.run_pair("trial-%d" % t, what, variant=variant,
+                                                   repeat=t == 0)
+            if t == 0:
+                self.check_repeat(replies["ref"].get("repeat"))
+                self.replan_memory()
             took.append("%.0f" % ((time.monotonic() - t1) * 1e3))
             self.res["env"]["trial_ms"] = "/".join(took[:12])
             self.res["trials_run"] = t + 1
@@ -366,6 +382,14 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, Timing, Checks)
             # Where the pairs' time went (checks, timing, probes together).
             r["env"]["pair_ms"] = " ".join("%s %.0f" % (k, v * 1e3)
                                            for k, v in self.spent.items())[:200]
+        if self.host_hwm:
+            r["env"]["host_mem_mib"] = ", ".join(
+                "%s %d" % (role, self.host_hwm[role] >> 20) for role in ("referee", "ref", "cand")
+                if role in self.host_hwm)
+        if self.chunks > 1:
+            r["env"]["output_window"] = "%d chunks of up to %d MiB" % (
+                self.chunks, self.window_cap >> 20) if self.window_cap >= (1 << 20) else \
+                "%d chunks of up to %d bytes" % (self.chunks, self.window_cap)
         if self.compared:
             r["max_abs_err"] = self.max_abs
             r["max_rel_err"] = self.max_rel

@@ -16,7 +16,7 @@ import os
 import time
 
 import stark_wire as W
-from stark_referee_common import Verdict, derive, dict_field, number
+from stark_referee_common import Verdict, derive, dict_field, int_field, number
 from stark_referee_compare import RECHECK_SLACK
 from stark_referee_workers import Stopped
 
@@ -35,6 +35,7 @@ class DataPath:
             n = d.get("placements")
             if w is self.ref and type(n) is int and 0 < n <= self.req["placements"]:
                 self.placements = max(self.placements, n)
+            self.note_mem(w.role, "gen", d)
             items = d.get("items")
             if not isinstance(items, list) or len(items) > W.MAX_ITEMS:
                 raise W.WireError("bad input description")
@@ -53,6 +54,8 @@ class DataPath:
         args = {"seed": derive(self.seed, label), "sizes": {}, "variant": bool(variant)}
         if slot is not None:
             args["slot"] = slot
+            if self.place_cap is not None:
+                args["places"] = self.place_cap
         for w in (self.ref, self.cand):
             self.send_gen(w, args, what)
         ref_desc, nbytes = self.recv_gen(self.ref, what)
@@ -97,21 +100,23 @@ class DataPath:
         reference's (structure, dtype, shape and device) and its integrity
         facts against the reference's; its bytes, which it writes into the
         output window (stark_wire), are then read and compared by the
-        reference worker while the candidate is stopped.  digest: on GPUs,
-        the digests of its outputs the candidate's CALL reply gave, which
-        the reference checks against the bytes.  tols: (atol, rtol) per
-        output, by default the request's for each dtype.  Returns the
-        reference's per-output statistics."""
-        c, r = self.cand, self.ref
+        reference worker while the candidate is stopped, one chunk of the
+        window's capacity at a time (stream_compare).  digest: on GPUs, the
+        digests of its outputs the candidate's CALL reply gave, which the
+        reference checks against the bytes.  tols: (atol, rtol) per output,
+        by default the request's for each dtype.  Returns the reference's
+        per-output statistics."""
+        c = self.cand
         _, size = W.window_layout(ref_meta[1])
-        if size > self.window_size:
+        win = min(size, self.window_cap)
+        if win > self.window_size:
             # Grown only (the window is sealed against shrinking); sparse
             # until the candidate writes.
-            os.ftruncate(self.window_fd, size)
-            self.window_size = size
+            os.ftruncate(self.window_fd, win)
+            self.window_size = win
 
         def head():
-            c.chan.send_json(W.FETCH, {"window": size}, self.deadline)
+            c.chan.send_json(W.FETCH, {"window": self.window_cap}, self.deadline)
             hdr = self.expect(c, W.OUT_HEADER, what, W.HEADER_MAX)
             k = hdr.get("kind")
             if k == "bad":
@@ -127,13 +132,7 @@ class DataPath:
         cand_facts = self.talk(c, what, head)
         t = self.spend("fetch", t)
         self.check_facts(cand_facts, ref_facts, what)
-
-        def written():
-            info = self.expect(c, W.OUT_WRITTEN, what)
-            if info.get("bytes") != size:
-                raise W.WireError("%r bytes written to the output window, expected %d"
-                                  % (info.get("bytes"), size))
-        self.talk(c, what, written)
+        self.written(0, win, size, what)
         t = self.spend("write", t)
         if not ref_meta[1]:
             return []
@@ -145,11 +144,7 @@ class DataPath:
             ok = isinstance(digest, list) and all(type(d) is int and abs(d) < (1 << 63)
                                                   for d in digest)
             hdr["digest"] = digest if ok else []
-        with Stopped(c):
-            self.talk(r, what, r.chan.send_json, W.COMPARE, hdr, self.deadline)
-            reply = self.talk(r, what, self.expect_ok, r, "the comparison of outputs (%s)"
-                              % what)
-        self.spend("compare", t)
+        reply = self.stream_compare(hdr, win, size, what, t)
         if isinstance(reply.get("window"), str):
             self.res["env"]["window"] = reply["window"][:200]
         if digest is not None and reply.get("digest_ok") is not True:
@@ -159,13 +154,57 @@ class DataPath:
                           check="digest")
         return self.checked_results(reply, len(ref_meta[1]), what)
 
+    def written(self, off, win, size, what):
+        """The candidate's account of a chunk it wrote into the window: the
+        bytes [off, off + win) of its outputs, or to their end."""
+        c = self.cand
+        want = min(win, size - off)
+
+        def go():
+            info = self.expect(c, W.OUT_WRITTEN, what)
+            if info.get("bytes") != want:
+                raise W.WireError("%r bytes written to the output window, expected %d"
+                                  % (info.get("bytes"), want))
+        self.talk(c, what, go)
+
+    def stream_compare(self, hdr, win, size, what, t):
+        """The reference worker compares the chunk in the window (the
+        candidate stopped); while it asks for the next chunk, the candidate
+        writes it (PUT).  Returns the reference's last reply (its
+        results)."""
+        c, r = self.cand, self.ref
+        off, msg, chunks = 0, dict(hdr), 0
+        while True:
+            msg["off"], msg["len"] = off, min(win, size - off)
+            with Stopped(c):
+                self.talk(r, what, r.chan.send_json, W.COMPARE, msg, self.deadline)
+                reply = self.talk(r, what, self.expect_ok, r,
+                                  "the comparison of outputs (%s)" % what)
+            t = self.spend("compare", t)
+            chunks += 1
+            nxt = reply.get("next")
+            if nxt is None:
+                break
+            if type(nxt) is not int or nxt != off + msg["len"] or nxt >= size:
+                raise Verdict("error", "the reference worker asked for chunk %.40r of the "
+                              "outputs after [%d, %d) of %d bytes (%s)"
+                              % (nxt, off, off + msg["len"], size, what))
+            off, msg = nxt, {}
+            self.talk(c, what, c.chan.send_json, W.PUT, {"off": off}, self.deadline)
+            self.written(off, win, size, what)
+            t = self.spend("write", t)
+        self.chunks = max(self.chunks, chunks)
+        return reply
+
     def run_pair(self, label, what, order=("ref", "cand"), kind=None, variant=False,
-                 timed=False, slot=None):
+                 timed=False, slot=None, repeat=False):
         """Both models on inputs made for this call, each called with the
         other stopped (on GPUs, a timed call after an L2 flush); outputs
         described, integrity facts checked, outputs compared by the
-        reference worker.  Returns (ns, replies, raw ns, mismatch message
-        or None), the first three by role."""
+        reference worker.  With `repeat`, the reference runs forward a
+        second time on the same inputs and says whether its outputs agree
+        (check_repeat).  Returns (ns, replies, raw ns, mismatch message or
+        None), the first three by role."""
         t_pair = time.monotonic()
         self.input_bytes = max(self.input_bytes, self.gen_inputs(label, what, variant, slot))
         t = self.spend("gen", t_pair)
@@ -175,7 +214,9 @@ class DataPath:
             args = None
             if timed and self.cuda:
                 with Stopped(self.cand):
-                    fl = self.command(self.ref, W.FLUSH, {"spin_us": self.spin_us},
+                    fl = self.command(self.ref, W.FLUSH,
+                                      {"spin_us": self.spin_us,
+                                       "flush": bool(self.req.get("l2_flush", True))},
                                       "an L2 flush (%s)" % what)
                 t = self.spend("flush", t)
                 fl = fl if isinstance(fl, dict) else {}
@@ -184,12 +225,17 @@ class DataPath:
                     args = {"queued": True}
                 elif fl.get("spin_error") and self.spin_error is None:
                     self.spin_error = str(fl.get("spin_error"))[:200]
+            if repeat and role == "ref":
+                args = dict(args or {}, repeat={
+                    n: list(self.tolerance(dt)) for n, dt in W.DTYPES.items()})
             with Stopped(other):
                 ns[role], replies[role], raws[role] = self.call(
                     w, "forward (%s)" % what, kind, args, net=timed and not self.cuda)
             t = self.spend("call", t)
+            self.note_mem(role, "call", replies[role])
             if timed and self.cuda:
-                self.note_launch(role, replies[role])
+                self.note_launch(role, replies[role],
+                                 self.spin_seen[-1] if args and args.get("queued") else None)
         ref_meta, ref_facts = self.fetch_ref(what)
         self.spend("fetch", t)
         self.output_bytes = max(self.output_bytes, sum(sp[2] for sp in ref_meta[1]))
@@ -204,3 +250,31 @@ class DataPath:
         bad = self.compare(results, ref_meta, what, tols)
         self.pair_max_s = max(self.pair_max_s, time.monotonic() - t_pair)
         return ns, replies, raws, bad
+
+    def check_repeat(self, rep):
+        """The reference's two runs of the first trial on the same inputs
+        (stark_worker_memory.repeat_check): outputs that differ beyond the
+        tolerance make the problem impossible to judge (an error that says
+        by how much); a difference within it is noted (env
+        reference_repeat)."""
+        env = self.res["env"]
+        if not isinstance(rep, dict) or not isinstance(rep.get("equal"), bool):
+            return
+        if rep["equal"]:
+            env["reference_repeat"] = "bitwise" + (" (by digest)" if rep.get("digest_only")
+                                                   else "")
+            return
+        if rep.get("digest_only"):
+            env["reference_repeat"] = ("not bitwise (by digest; no room on the device for "
+                                       "a second output to say by how much)")
+            return
+        nbad = int_field(rep, "nbad")
+        amax = number(rep.get("max_abs"))
+        if nbad:
+            raise Verdict("error", "the problem's reference is not deterministic: run twice "
+                          "on the same inputs (trial 1), its output %d differs in %d of %d "
+                          "elements beyond the tolerance (max abs difference %.3g), so no "
+                          "candidate can be judged against it"
+                          % (int_field(rep, "index"), nbad, int_field(rep, "numel"), amax))
+        env["reference_repeat"] = ("not bitwise: two runs on the same inputs differ by up "
+                                   "to %.3g, within the tolerance" % amax)

@@ -99,6 +99,18 @@ class WorkerHandle:
         return "exited with status %d" % os.WEXITSTATUS(st)
 
 
+def _vm_hwm(path):
+    """VmHWM of a /proc status file in bytes, or 0."""
+    try:
+        with open(path, "rb") as f:
+            for line in f.read(4096).split(b"\n"):
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 class Stopped:
     """Context manager: the given workers are stopped inside the block."""
 
@@ -124,7 +136,8 @@ class Workers:
                 "cubin_dir": self.tmp_cubin, "window_fd": self.window_fd,
                 "solution_name": self.req["solution_name"] or "solution.py",
                 "solution_src": self.req["solution_src"],
-                "placements": self.req["placements"]}
+                "placements": self.req["placements"],
+                "l2_flush": bool(self.req.get("l2_flush", True))}
 
     def spawn(self, role):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -142,8 +155,22 @@ class Workers:
                 os._exit(70)
         child.close()
         w = WorkerHandle(role, pid, W.Channel(parent, pid))
+        w.chan.watch = self.sample_host
         self.workers.append(w)
         return w
+
+    def sample_host(self):
+        """The workers' peak resident host memory (VmHWM, which the kernel
+        keeps), read while they live: what an evaluation's host memory
+        comes to, and, when the jail's limit kills one, how much each had
+        taken (stark_referee_memory)."""
+        for w in self.workers:
+            hwm = _vm_hwm("/proc/%d/status" % w.pid)
+            if hwm:
+                self.host_hwm[w.role] = max(self.host_hwm.get(w.role, 0), hwm)
+        hwm = _vm_hwm("/proc/self/status")
+        if hwm:
+            self.host_hwm["referee"] = max(self.host_hwm.get("referee", 0), hwm)
 
     def stop_workers(self):
         """Every worker killed, none waited for: once the verdict is made
@@ -161,6 +188,9 @@ class Workers:
             w.kill()
             w.chan.close()
         self.workers = []
+        # Only now, with the workers gone and their device memory with them,
+        # is the reservation given up.
+        self.release_memory()
         for d in (self.tmp_cache, self.tmp_cubin):
             if d:
                 shutil.rmtree(d, ignore_errors=True)
@@ -183,6 +213,12 @@ class Workers:
                            "wall-clock budget of %.0f s" % (what, self.wall_s))
         if isinstance(exc, W.WorkerGone):
             how = w.ending()
+            if "SIGKILL" in how:
+                # Perhaps the kernel's OOM victim: the run jail's account
+                # says so, and this judgement says whose fault it was
+                # (evalrun.c, oom_account).
+                self.sample_host()
+                self.res["env"]["oom_blame"] = self.kill_blame(w)
             if cand:
                 return Verdict("crashed", "candidate worker %s during %s" % (how, what))
             return Verdict("error", "reference worker %s during %s" % (how, what))
@@ -211,6 +247,9 @@ class Workers:
         etype = str(err.get("type", "Exception"))[:200]
         emsg = str(err.get("message", ""))[:4000]
         tb = cut(str(err.get("traceback", "")), LIMITS["log_max"] - 1024)
+        oom = self.oom_verdict(w, err, what, etype, emsg, tb)
+        if oom is not None:
+            return oom
         if w.role == "ref":
             if err.get("phase") == "device" and err.get("type") == "NoDevice":
                 return Verdict("error", emsg)

@@ -27,13 +27,24 @@ The data path of one call (the same on CPUs and GPUs):
   CMPR   the referee checks the candidate's header against the reference's
          and, with the candidate stopped, has the reference worker read the
          bytes from the window onto its device and compare them with its
-         own outputs (compare_tensor); it replies with the statistics.
+         own outputs (compare_tensor); it replies with the statistics, or
+         with the offset of the next chunk it needs (below).
+  PUT    the candidate writes the next chunk of its outputs' bytes into the
+         window; CMPR again, and so on.
 
 The output window is a memfd the referee creates before it forks the
-workers and sizes (ftruncate) before each FETCH to the reference's output
-bytes (window_layout).  Outputs move through it with one copy each way,
-straight between the device and memory the workers register with CUDA,
-instead of through two sockets and the referee.  The candidate maps it
+workers and sizes (ftruncate, grown only) to the outputs' bytes
+(window_layout), at most the window's capacity (window_capacity: 256 MiB
+unless $STARK_WINDOW_BYTES says otherwise).  Outputs larger than that
+stream through it in chunks: the outputs, laid out one after another
+(window_layout), are cut at multiples of the capacity (chunk_parts); FETCH
+writes the first chunk, each PUT the next one, and the reference compares
+each chunk as it comes and keeps the statistics of every output
+(merge_results), so host memory stays at one chunk however large the
+outputs are (KernelBench's level 1 returns up to 8 GiB).  Outputs move
+through it with one copy each way, straight between the device and memory
+the workers register with CUDA, instead of through two sockets and the
+referee.  The candidate maps it
 writable, the reference read-only; it only ever holds the candidate's
 bytes, so reading it teaches the candidate nothing.  It is sealed against
 shrinking (a mapping past the end of a shrunk file faults) and against new
@@ -86,6 +97,10 @@ PING = b"PING"      # no-op round trip
 PROFILE = b"PROF"   # like CALL, under the profiler; replies the op names
 SCAN = b"SCAN"      # JSON {"keep": n}: time forward on every memory placement
                     # with the last inputs; keep the fastest n for later GENs
+PLAN = b"PLAN"      # reference only: JSON {"init_seed": n}: the problem's footprint
+                    # estimated on the meta device (stark_worker_memory)
+PUT = b"PUT "       # candidate only: JSON {"off": n}: write the outputs' bytes
+                    # from offset n into the output window (the next chunk)
 QUIT = b"QUIT"
 
 # Kinds a worker sends.
@@ -99,6 +114,8 @@ HEADER_MAX = 1 << 20        # an output header
 MAX_TENSORS = 64            # tensors in one output or input list
 MAX_ITEMS = 4096            # items (tensors and values) in one input list
 OUTPUT_MAX = 16 << 30       # bytes of reference output accepted
+WINDOW_BYTES = 256 << 20    # the output window's capacity: one chunk
+WINDOW_MIN = 4096           # the smallest capacity $STARK_WINDOW_BYTES may set
 MAX_DIMS = 16
 
 DTYPES = {
@@ -185,6 +202,36 @@ def window_layout(specs):
         offs.append(pos)
         pos += -(-n // WINDOW_ALIGN) * WINDOW_ALIGN
     return offs, pos
+
+
+def window_capacity(env=None):
+    """The output window's capacity in bytes: $STARK_WINDOW_BYTES when it
+    is a whole number of at least WINDOW_MIN (rounded down to a multiple
+    of WINDOW_ALIGN), else WINDOW_BYTES.  Smaller windows cost more round
+    trips per output, not correctness; tests make it small to stream small
+    outputs in many chunks."""
+    v = (os.environ if env is None else env).get("STARK_WINDOW_BYTES", "")
+    try:
+        n = int(v)
+    except ValueError:
+        return WINDOW_BYTES
+    if n < WINDOW_MIN:
+        return WINDOW_BYTES
+    return min(n, OUTPUT_MAX) // WINDOW_ALIGN * WINDOW_ALIGN
+
+
+def chunk_parts(specs, offs, start, end):
+    """The pieces of the outputs (validated specs at window_layout's offs)
+    that the stream's bytes [start, end) hold: (output index, first byte,
+    end byte) within each output's own bytes.  Chunks begin at multiples
+    of WINDOW_ALIGN and outputs at WINDOW_ALIGN boundaries, so a piece never
+    splits an element or an 8-byte word."""
+    parts = []
+    for i, ((_, _, n), off) in enumerate(zip(specs, offs)):
+        lo, hi = max(start, off), min(end, off + n)
+        if lo < hi:
+            parts.append((i, lo - off, hi - off))
+    return parts
 
 
 def window_create():
@@ -279,10 +326,13 @@ class Channel:
     died.  deadline is a time.monotonic() value or None (wait forever: only
     the worker side, which the referee kills when it must)."""
 
+    WATCH_S = 0.1               # how often a wait calls watch()
+
     def __init__(self, sock, pid=None):
         self.sock = sock
         self.pid = pid
         self.pidfd = -1
+        self.watch = None       # called every WATCH_S while waiting (the referee's)
         if pid is not None and hasattr(os, "pidfd_open"):
             try:
                 self.pidfd = os.pidfd_open(pid)
@@ -308,7 +358,11 @@ class Channel:
                 raise WorkerTimeout()
             # Without a pidfd, wake up now and then to check the pid.
             slice_ms = left * 1000 if self.pidfd >= 0 else min(left * 1000, 200)
+            if self.watch is not None:
+                slice_ms = min(slice_ms, self.WATCH_S * 1000)
             ready = poller.poll(max(1, int(slice_ms)))
+            if not ready and self.watch is not None:
+                self.watch()
             fds = {fd: ev for fd, ev in ready}
             if self.sock.fileno() in fds:
                 return
@@ -461,25 +515,67 @@ def vary_inputs(items, seed):
     and shift per call (variant_params).  Tensors within [0, 1]
     (probabilities, masks, uniform noise), other non-negative tensors,
     integer and bool tensors, and plain values are returned unchanged.
-    Returns a new list; the tensors it changes are new tensors."""
-    scale, shift = variant_params(seed)
+    Returns a new list; the tensors it changes are new tensors (made by
+    vary_tensors_ on copies)."""
     out = []
     with torch.no_grad():
         for x in items:
             if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 0:
-                xf = x.detach().to(torch.float64 if x.dtype == torch.float64 else torch.float32)
-                if not bool((xf.min() < 0).item()):
-                    out.append(x)
-                    continue
-                std = float(xf.std()) if x.numel() > 1 else 1.0
-                if not math.isfinite(std):
-                    std = 1.0
-                y = xf.mul(scale).add_(shift * std * scale).to(x.dtype)
-                if x.requires_grad:
-                    y.requires_grad_(True)
-                x = y
+                y = x.detach().clone(memory_format=torch.contiguous_format)
+                if vary_tensors_([y], seed)[0]:
+                    if x.requires_grad:
+                        y.requires_grad_(True)
+                    x = y
             out.append(x)
     return out
+
+
+def _std(x):
+    """std(x) as vary_tensors_ uses it: torch's for float32 and float64
+    tensors, and for narrower types one computed in float64 piece by piece
+    (no float32 copy of the whole tensor); 1.0 where it is not finite or
+    undefined."""
+    n = x.numel()
+    if n < 2:
+        return 1.0
+    if x.dtype in (torch.float32, torch.float64):
+        std = float(x.std())
+    else:
+        flat, s, s2 = x.reshape(-1), 0.0, 0.0
+        for off in range(0, n, COMPARE_CHUNK):
+            c = flat[off:off + COMPARE_CHUNK].to(torch.float64)
+            s += float(c.sum())
+            s2 += float(c.square_().sum())
+        var = (s2 - s * s / n) / (n - 1)
+        std = math.sqrt(var) if var > 0 else 0.0
+    return std if math.isfinite(std) else 1.0
+
+
+def vary_tensors_(tensors, seed):
+    """vary_inputs on contiguous tensors in place (the worker's input
+    buffers), piece by piece: x * scale + shift * std(x) * scale computed
+    in float32 (float64 for float64 tensors), so the variant of an 8 GiB
+    input needs no second copy of it.  Returns, per tensor, whether it was
+    changed."""
+    scale, shift = variant_params(seed)
+    done = []
+    with torch.no_grad():
+        for x in tensors:
+            if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 0
+                    and x.is_contiguous() and bool((x.min() < 0).item())):
+                done.append(False)
+                continue
+            add = shift * _std(x) * scale
+            ct = torch.float64 if x.dtype == torch.float64 else torch.float32
+            flat = x.detach().view(-1)
+            for off in range(0, flat.numel(), COMPARE_CHUNK):
+                c = flat[off:off + COMPARE_CHUNK]
+                if c.dtype == ct:
+                    c.mul_(scale).add_(add)
+                else:
+                    c.copy_(c.to(ct).mul_(scale).add_(add))
+            done.append(True)
+    return done
 
 
 def output_digest(t):
@@ -500,12 +596,53 @@ def output_digest(t):
     if flat.numel() == 0:
         return 0
     b = flat.view(torch.uint8)
+    return digest_part(b, b.numel())
+
+
+def _wrap64(x):
+    x &= (1 << 64) - 1
+    return x - (1 << 64) if x >= (1 << 63) else x
+
+
+def digest_part(b, total):
+    """output_digest's sum over b, a uint8 tensor holding a piece of an
+    output of `total` bytes (that starts at a multiple of 8 bytes): the
+    words are those of the whole output (64-bit where total is a multiple
+    of 8, else 32-bit or bytes), and the digests of consecutive pieces add
+    up, as wrapping int64s (digest_add), to the output's."""
+    if b.numel() == 0:
+        return 0
     # 64-bit words are summed without a conversion pass (several times
     # faster on a GPU than 32-bit words widened to int64).
-    if b.numel() % 8 == 0:
-        return int(b.view(torch.int64).sum())
-    w = b.view(torch.int32) if b.numel() % 4 == 0 else b
-    return int(w.sum(dtype=torch.int64))
+    if total % 8 == 0:
+        return _wrap64(int(b.view(torch.int64).sum()))
+    w = b.view(torch.int32) if total % 4 == 0 else b
+    return _wrap64(int(w.sum(dtype=torch.int64)))
+
+
+def digest_add(a, b):
+    """Two pieces' digests (digest_part) added as wrapping int64s."""
+    return _wrap64(a + b)
+
+
+def weighted_digest(t):
+    """A checksum of a tensor's bytes that also sees where each word is:
+    the sum of its 64-bit words (bytes, where their count is not a
+    multiple of 8) times odd weights by position, as a wrapping int64.
+    Swapping two elements changes it, as does any single change.  What
+    the workers keep of a large input or output instead of a copy of it
+    (Worker.check_copy_bytes): an in-place mutation or a late write is
+    then seen by this sum rather than byte by byte."""
+    if type(t) is not torch.Tensor or t.layout is not torch.strided:
+        return None
+    b = t.detach().contiguous().reshape(-1).view(torch.uint8)
+    w = b.view(torch.int64) if b.numel() % 8 == 0 else b
+    acc = torch.zeros((), dtype=torch.int64, device=b.device)
+    for off in range(0, w.numel(), COMPARE_CHUNK):
+        c = w[off:off + COMPARE_CHUNK].to(torch.int64)
+        k = torch.arange(off, off + c.numel(), dtype=torch.int64, device=b.device)
+        acc += c.mul(k.mul_(2).add_(1)).sum()
+    return _wrap64(int(acc))
 
 
 COMPARE_CHUNK = 1 << 22       # elements compared per step
@@ -570,6 +707,22 @@ def compare_tensor(got, want, atol, rtol):
     return res
 
 
+def merge_results(acc, r, base):
+    """Adds compare_tensor's result r for a piece of an output that starts
+    at element `base` to acc, the output's result so far (None for the
+    first piece): counts add up, maxima and the first bad element (with
+    its values) carry over.  Returns the merged result."""
+    if acc is None:
+        acc = {"nbad": 0, "max_abs": 0.0, "max_rel": 0.0, "first": None}
+    acc["nbad"] += r["nbad"]
+    acc["max_abs"] = max(acc["max_abs"], r["max_abs"])
+    acc["max_rel"] = max(acc["max_rel"], r["max_rel"])
+    if acc["first"] is None and r.get("first") is not None:
+        acc["first"] = base + r["first"]
+        acc["got"], acc["want"] = r.get("got"), r.get("want")
+    return acc
+
+
 # The float64 recheck (compare_exact): the reference's own error is trusted
 # as a measure of the problem's rounding only while it stays below this
 # fraction of the output's largest magnitude.  Beyond it the float64 run
@@ -578,7 +731,32 @@ def compare_tensor(got, want, atol, rtol):
 RECHECK_MAX_REL = 1e-2
 
 
-def compare_exact(got, want, exact, atol, rtol, slack):
+def exact_error(want, exact, atol):
+    """The reference's own error against its float64 run over a whole
+    output: E = max |want - exact| where want is finite (compare_exact),
+    or {"error": why} where the float64 run cannot serve."""
+    w = want.reshape(-1)
+    x = exact.reshape(-1).to(device=w.device, dtype=torch.float64)
+    if x.numel() != w.numel():
+        return {"error": "the float64 run made %d elements, not %d" % (x.numel(), w.numel())}
+    if x.numel() == 0:
+        return {"error": "the output is empty"}
+    err, scale = 0.0, 0.0
+    for off in range(0, x.numel(), COMPARE_CHUNK):
+        wc, xc = w[off:off + COMPARE_CHUNK], x[off:off + COMPARE_CHUNK]
+        fin = wc.isfinite()
+        if not bool(xc[fin].isfinite().all()):
+            return {"error": "the float64 run made a value that is not finite where the "
+                             "reference's is"}
+        err = max(err, float((wc.to(torch.float64) - xc).abs_().masked_fill_(~fin, 0.0).max()))
+        scale = max(scale, float(xc.abs().masked_fill_(~fin, 0.0).max()))
+    if not math.isfinite(err) or err > RECHECK_MAX_REL * max(scale, atol):
+        return {"error": "the reference differs from its float64 run by %.3g (largest "
+                         "magnitude %.3g): not rounding alone" % (err, scale)}
+    return err
+
+
+def compare_exact(got, want, exact, atol, rtol, slack, err=None):
     """The second opinion on a floating output that failed compare_tensor:
     `exact` is the reference model run again in float64 on the same inputs.
     The reference's own error is E = max |want - exact| over the elements
@@ -589,24 +767,18 @@ def compare_exact(got, want, exact, atol, rtol, slack):
     float64 run does not have), want stays the expected value.  Returns
     compare_tensor's dict plus ref_err (E), or {"error": why} when the
     float64 run cannot serve (E not finite, or beyond RECHECK_MAX_REL of
-    the output's magnitude)."""
+    the output's magnitude).  With err (exact_error's, over the whole
+    output), got, want and exact may be a piece of the output: the
+    comparison then uses the whole output's E."""
+    if err is None:
+        err = exact_error(want, exact, atol)
+        if isinstance(err, dict):
+            return err
     w = want.reshape(-1)
     x = exact.reshape(-1).to(device=w.device, dtype=torch.float64)
     if x.numel() != w.numel():
         return {"error": "the float64 run made %d elements, not %d" % (x.numel(), w.numel())}
-    fin = w.isfinite()
-    wd = w.to(torch.float64)
-    x = torch.where(fin, x, wd)
-    if not bool(x[fin].isfinite().all()):
-        return {"error": "the float64 run made a value that is not finite where the "
-                         "reference's is"}
-    if x.numel() == 0:
-        return {"error": "the output is empty"}
-    err = float((wd - x).abs_().masked_fill_(~fin, 0.0).max())
-    scale = float(x.abs().masked_fill_(~fin, 0.0).max())
-    if not math.isfinite(err) or err > RECHECK_MAX_REL * max(scale, atol):
-        return {"error": "the reference differs from its float64 run by %.3g (largest "
-                         "magnitude %.3g): not rounding alone" % (err, scale)}
+    x = torch.where(w.isfinite(), x, w.to(torch.float64))
     res = compare_tensor(got, x.view(want.shape), atol + slack * err, rtol)
     res["ref_err"] = err
     return res

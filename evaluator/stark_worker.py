@@ -28,8 +28,8 @@ the bytes the reference worker reads from the output window, the digests
 that tie them to the moment the call returned, and its own clock.
 
 The worker is one class, Worker, in parts: its GPU machinery for timing
-(stark_worker_gpu) and its outputs (stark_worker_outputs) are modules of
-their own.
+(stark_worker_gpu), its outputs (stark_worker_outputs) and what it knows
+about memory (stark_worker_memory) are modules of their own.
 """
 
 import json
@@ -48,9 +48,11 @@ import stark_build
 import stark_cuda
 import stark_wire as W
 from stark_worker_gpu import GpuTiming
+from stark_worker_memory import OOM_TYPES, Memory, is_oom
 from stark_worker_outputs import Outputs, storage_span
 
 TRACEBACK_MAX = 200000
+COPY_CHECK_BYTES = 1 << 30   # inputs/outputs copied for checks, beyond: digests
 
 
 def _error(phase, exc, extra=None):
@@ -96,7 +98,7 @@ def _exec_module(name, filename, src):
     return mod
 
 
-class Worker(GpuTiming, Outputs):
+class Worker(GpuTiming, Outputs, Memory):
     """One worker: its model, this call's inputs and outputs, and the
     command loop (serve)."""
 
@@ -120,10 +122,13 @@ class Worker(GpuTiming, Outputs):
         self.scan_kept = None  # placements the SCAN kept, fastest first
         self.cycles_per_us = 0.0   # the GPU's clock, for torch.cuda._sleep
         self.gen_desc = None   # the last GEN's input description
+        self.gen_args = None   # the last GEN's arguments (regenerate_inputs)
         self.gens = 0
         self.kept = None       # reference: outputs described at FETCH
         self.model64 = None    # reference: its float64 copy, made for a recheck
         self.exact = None      # reference: this call's float64 outputs, or why not
+        self.cmp = None        # reference: the comparison under way (COMPARE chunks)
+        self.sending = None    # candidate: the outputs being streamed (FETCH, PUT)
         # The output window (stark_wire): the candidate writes its outputs
         # there, the reference reads them.
         fd = cfg.get("window_fd")
@@ -189,6 +194,24 @@ class Worker(GpuTiming, Outputs):
                             self.cfg["solution_src"])
 
     def _construct(self, cls, init_seed, on_device):
+        """cls(*get_init_inputs()) with the weights' seed.  On a GPU the
+        model is built with the device as the default device (torch 2.x),
+        so its weights are made there and never pass through host memory
+        (KernelBench's level 3 has models of 2.7 and 8.6 GB, beyond the
+        run jail's host memory); a model that cannot be built that way (a
+        constructor that needs host tensors) is built on the CPU and
+        moved, as before.  Every worker builds the same way from the same
+        seed, so the weights agree."""
+        if on_device and self.device.type != "cpu" and hasattr(torch.device, "__enter__"):
+            try:
+                with torch.device(self.device):
+                    return self._build(cls, init_seed, True)
+            except BaseException as e:
+                if is_oom(e) or not isinstance(e, Exception):
+                    raise
+        return self._build(cls, init_seed, on_device)
+
+    def _build(self, cls, init_seed, on_device):
         torch.manual_seed(init_seed)
         random.seed(init_seed)
         init = list(self.problem.get_init_inputs())
@@ -203,7 +226,9 @@ class Worker(GpuTiming, Outputs):
         where names and shapes agree, so both compute with equal weights."""
         if not isinstance(model, torch.nn.Module):
             return 0
-        ref, _ = self._construct(self.problem.Model, init_seed, False)
+        # Built as the reference worker built it (on the device, where it
+        # can be), so the weights are the same ones.
+        ref, _ = self._construct(self.problem.Model, init_seed, True)
         ref_state = ref.state_dict()
         n = 0
         with torch.no_grad():
@@ -213,6 +238,9 @@ class Worker(GpuTiming, Outputs):
                         r.shape == v.shape and r.dtype == v.dtype):
                     v.copy_(r.to(v.device))
                     n += 1
+        del ref, ref_state
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()    # the copy's blocks back to the device
         return n
 
     def cmd_load(self, args):
@@ -223,8 +251,14 @@ class Worker(GpuTiming, Outputs):
             if self.warming is not None:
                 self.warming.join(WARM_WAIT_S)
                 self.warming = None
+        if err is not None and (err.get("type") in OOM_TYPES or
+                                "out of memory" in str(err.get("message", ""))[:2000]):
+            err["oom"] = self.oom_facts(err.get("message", ""))
         if reply is not None:
             reply["load_s"] = time.monotonic() - t0
+            mem = self.mem_facts()
+            if mem:
+                reply["mem"] = mem
         return reply, err
 
     def _load(self, args):
@@ -337,7 +371,48 @@ class Worker(GpuTiming, Outputs):
         The values land in the same buffers as the last call's (when shapes
         agree), as a benchmark loop would: results cached on data pointers
         come out stale, and allocation patterns stay alike from call to
-        call.  Replies with the description the referee compares."""
+        call.  Replies with the description the referee compares.
+
+        Memory: the last call's outputs and copies are let go before
+        get_inputs() runs, the generated tensors are dropped once copied
+        into the buffers, and the variant is made in the buffers in place,
+        so a call's inputs need their own size twice (generated and
+        buffered) at the peak, not four times."""
+        self.outputs = None
+        self.snapshot = None
+        self.kept = None
+        self.exact = None
+        self.sending = None
+        self.cmp = None
+        items, variant = self._make_inputs(args)
+        desc, tensors = W.describe_inputs(items)
+        nbytes = sum(t.numel() * t.element_size() for t in tensors)
+        self.slot = self._slot(nbytes, args.get("slot"), args.get("places"))
+        self.gen_desc = desc
+        self.gen_args = dict(args)
+        # The call's other arguments, without references to the generated
+        # tensors (dropped once copied into the buffers).
+        values = [None if isinstance(x, torch.Tensor) else x for x in items]
+        is_tensor = [isinstance(x, torch.Tensor) for x in items]
+        del items
+        placed = self._place(desc, tensors, variant=variant)
+        del tensors
+        it = iter(placed)
+        self.inputs = [next(it) if t else v for v, t in zip(values, is_tensor)]
+        if self.device.type == "cuda":
+            # Inputs complete before the next command: a timed call queued
+            # behind the flush context's spin must find nothing of this
+            # context's left to wait for (see _timed).
+            torch.cuda.synchronize(self.device)
+        reply = {"items": desc["items"], "bytes": nbytes, "placements": self.n_slots}
+        mem = self.mem_facts()
+        if mem:
+            reply["mem"] = mem
+        return reply
+
+    def _make_inputs(self, args, own_seed=True):
+        """get_inputs() for GEN's args: the items, and the seed of the
+        variant to apply (None for the problem's own distribution)."""
         seed = int(args["seed"])
         sizes = args.get("sizes") if isinstance(args.get("sizes"), dict) else {}
         mod = self.problem
@@ -353,38 +428,34 @@ class Worker(GpuTiming, Outputs):
             torch.set_default_dtype(torch.float32)
             self._seed_all(seed)
             items = self._generate()
-            if args.get("variant"):
-                items = W.vary_inputs(items, seed)
         finally:
             for k, v in saved.items():
                 setattr(mod, k, v)
             torch.set_default_dtype(dtype)
-        if self.role == "cand":
+        if self.role == "cand" and own_seed:
             # Randomness the candidate draws stays unpredictable.
             self._seed_all(int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1))
-        desc, tensors = W.describe_inputs(items)
-        self.slot = self._slot(sum(t.numel() * t.element_size() for t in tensors), args.get("slot"))
-        self.gen_desc = desc
-        placed = self._place(desc, tensors)
-        self.inputs = W.with_tensors(items, placed)
-        self.outputs = None
-        self.snapshot = None
-        self.kept = None
-        self.exact = None
-        if self.device.type == "cuda":
-            # Inputs complete before the next command: a timed call queued
-            # behind the flush context's spin must find nothing of this
-            # context's left to wait for (see _timed).
-            torch.cuda.synchronize(self.device)
-        return {"items": desc["items"],
-                "bytes": sum(t.numel() * t.element_size() for t in placed),
-                "placements": self.n_slots}
+        return items, (seed if args.get("variant") else None)
 
-    def _place(self, desc, tensors, check=True):
+    def regenerate_inputs(self):
+        """The last GEN's inputs made again from its seed (fresh tensors,
+        the variant applied): what the call's inputs were before the call,
+        where the worker kept no copy of them (check_copy_bytes).  Returns
+        the call's arguments, or None when there was no GEN."""
+        if self.gen_args is None:
+            return None
+        items, variant = self._make_inputs(self.gen_args, own_seed=False)
+        if variant is not None:
+            items = W.vary_inputs(items, variant)
+        return items
+
+    def _place(self, desc, tensors, check=True, variant=None):
         """Copies generated tensors into the persistent input buffers of
-        this call's placement on this worker's device; keeps pristine
-        copies for the mutation check (unless `check` is false: the
-        SCAN's unchecked calls)."""
+        this call's placement on this worker's device, makes the variant
+        there (variant: its seed) and keeps what the mutation check needs
+        (unless `check` is false: the SCAN's unchecked calls): a copy of
+        each input, or, where the inputs pass check_copy_bytes, a weighted
+        digest of each (stark_wire.weighted_digest)."""
         specs = [d for d in desc["items"] if d["t"] == "tensor"]
         placed = []
         bufs = self.slot_bufs.get(self.slot, [])
@@ -400,6 +471,8 @@ class Worker(GpuTiming, Outputs):
                 # tensor it keeps (a module-level constant), which a model
                 # that mutates its inputs would otherwise change for later
                 # calls.
+                if i < len(bufs):
+                    bufs[i] = None      # the old buffer goes before the new one comes
                 with self._in_slot():
                     buf = torch.empty(t.shape, dtype=t.dtype, device=self.device)
                 buf.copy_(t)
@@ -408,21 +481,33 @@ class Worker(GpuTiming, Outputs):
         self.slot_bufs[self.slot] = placed
         self.in_bufs = placed
         self.in_spans = [storage_span(x) for x in placed]
+        if variant is not None:
+            W.vary_tensors_(placed, variant)
         if not check:
             return placed
-        pristine = []
-        for i, x in enumerate(placed):
-            p = self.pristine[i] if i < len(self.pristine) else None
-            if isinstance(p, torch.Tensor) and p.shape == x.shape and p.dtype == x.dtype:
-                p.copy_(x)
-            else:
-                p = x.detach().clone()
-            pristine.append(p)
-        self.pristine = pristine
+        if sum(x.numel() * x.element_size() for x in placed) > self.check_copy_bytes():
+            self.pristine = [W.weighted_digest(x) for x in placed]
+        else:
+            pristine = []
+            for i, x in enumerate(placed):
+                p = self.pristine[i] if i < len(self.pristine) else None
+                if isinstance(p, torch.Tensor) and p.shape == x.shape and p.dtype == x.dtype:
+                    p.copy_(x)
+                else:
+                    p = x.detach().clone()
+                pristine.append(p)
+            self.pristine = pristine
         for d, x in zip(specs, placed):
             if d.get("requires_grad") and x.is_floating_point():
                 x.requires_grad_(True)
         return placed
+
+    def check_copy_bytes(self):
+        """Inputs or outputs up to this many bytes are copied for the
+        mutation and late-write checks, larger ones summed by
+        stark_wire.weighted_digest: a copy of an 8 GiB input would take 8
+        GiB more of the device for a check."""
+        return COPY_CHECK_BYTES
 
     # -- calls -----------------------------------------------------------
     def _forward(self):
@@ -443,18 +528,38 @@ class Worker(GpuTiming, Outputs):
             h = time.perf_counter()
             info["digest"] = [W.output_digest(t) for t in items[:W.MAX_TENSORS]]
             info["host_us"].append(round((time.perf_counter() - h) * 1e6, 1))
-            return info
-        self.outputs = self._forward()
-        return {}
+        else:
+            self.outputs = self._forward()
+            info = {}
+        mem = self.mem_facts()
+        if mem:
+            info["mem"] = mem
+        if self.role == "ref" and isinstance(args.get("repeat"), dict):
+            try:
+                info["repeat"] = self.repeat_check(args["repeat"])
+            except Exception as e:
+                if not is_oom(e):
+                    raise
+                # No room for a second run: no check (the trial goes on).
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+                info["repeat"] = {"skipped": "out of memory"}
+        return info
 
     def after_call(self):
         """Right after the reply to CALL: a copy of the outputs as they were
-        when forward returned.  FETCH sends this copy and reports whether
-        the live outputs changed since (work finished behind the clock)."""
+        when forward returned (a weighted digest of each, where they pass
+        check_copy_bytes).  FETCH sends this copy and reports whether the
+        live outputs changed since (work finished behind the clock)."""
         out = self.outputs
         items = list(out) if isinstance(out, (tuple, list)) else [out]
-        self.snapshot = [t.detach().clone() if type(t) is torch.Tensor and
-                         t.layout is torch.strided else None for t in items]
+        plain = [type(t) is torch.Tensor and t.layout is torch.strided for t in items]
+        size = sum(t.numel() * t.element_size() for t, p in zip(items, plain) if p)
+        if size > self.check_copy_bytes():
+            # Large outputs: a weighted digest of each instead of a copy.
+            self.snapshot = [W.weighted_digest(t) if p else None for t, p in zip(items, plain)]
+        else:
+            self.snapshot = [t.detach().clone() if p else None for t, p in zip(items, plain)]
 
     def cmd_profile(self):
         """Runs forward once under the autograd profiler and returns the
@@ -469,9 +574,10 @@ class Worker(GpuTiming, Outputs):
     # -- the loop --------------------------------------------------------
     def serve(self):
         chan = self.chan
-        caps = {W.LOAD: 1 << 16, W.COMPILE: 1 << 16, W.GEN: 1 << 20, W.CALL: 64, W.SCAN: 64,
-                W.FETCH: 64, W.COMPARE: W.HEADER_MAX, W.FLUSH: 64, W.TIMED_NOOP: 0,
-                W.DEVICE_INFO: 1 << 12, W.PING: 0, W.QUIT: 0, W.PROFILE: 0}
+        caps = {W.LOAD: 1 << 16, W.COMPILE: 1 << 16, W.GEN: 1 << 20, W.CALL: 1 << 12,
+                W.SCAN: 64, W.FETCH: 64, W.PUT: 64, W.COMPARE: W.HEADER_MAX, W.FLUSH: 64,
+                W.TIMED_NOOP: 0, W.DEVICE_INFO: 1 << 12, W.PING: 0, W.QUIT: 0, W.PROFILE: 0,
+                W.PLAN: 64}
         phases = {W.LOAD: "load", W.GEN: "inputs", W.COMPARE: "compare",
                   W.FLUSH: "device", W.DEVICE_INFO: "device"}
         while True:
@@ -481,12 +587,21 @@ class Worker(GpuTiming, Outputs):
             if kind == W.PING:
                 chan.send(W.OK)
                 continue
-            if kind == W.FETCH:
+            if kind in (W.FETCH, W.PUT):
                 try:
                     args = json.loads(payload) if payload else {}
-                    self.cmd_fetch(args if isinstance(args, dict) else {})
+                    args = args if isinstance(args, dict) else {}
+                    if kind == W.FETCH:
+                        self.cmd_fetch(args)
+                    else:
+                        self.cmd_put(args)
+                except W.WorkerGone:
+                    raise
                 except BaseException as e:
-                    chan.send_json(W.ERR, _error("fetch", e))
+                    err = _error("fetch", e)
+                    if is_oom(e):
+                        err["oom"] = self.oom_facts(e)
+                    chan.send_json(W.ERR, err)
                 continue
             args = json.loads(payload) if payload else {}
             try:
@@ -508,12 +623,16 @@ class Worker(GpuTiming, Outputs):
                     info, err = self.cmd_timed_noop(), None
                 elif kind == W.DEVICE_INFO:
                     info, err = self.cmd_device_info(args), None
+                elif kind == W.PLAN:
+                    info, err = self.cmd_plan(args), None
                 else:
                     info, err = self.cmd_call(args), None
             except W.WorkerGone:
                 raise
             except BaseException as e:
                 info, err = None, _error(phases.get(kind, "forward"), e)
+                if is_oom(e):
+                    err["oom"] = self.oom_facts(e)
             if err is not None:
                 chan.send_json(W.ERR, err)
                 continue
@@ -544,9 +663,22 @@ def _warm_cuda(dev):
         pass
 
 
+def _oom_first():
+    """Workers go before the referee when the jail's memory runs out: the
+    kernel's OOM killer then chooses a worker (the largest), and the
+    referee lives to say whose it was.  Raising one's own score needs no
+    privilege; where it fails, the kernel chooses by size alone."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
+
+
 def main(sock, role, cfg, problem):
     """Entry point in the forked child; never returns."""
     code = 0
+    _oom_first()
     try:
         chan = W.Channel(sock)
         Worker(chan, role, cfg, problem).serve()

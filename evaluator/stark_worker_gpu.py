@@ -21,10 +21,10 @@ import stark_wire as W
 
 FLUSH_L2_TIMES = 2            # an L2 flush writes this many times the L2's size
 BANDWIDTH_BYTES = 256 << 20   # buffer of the copy-rate measurement
-SPIN_MAX_US = 5000            # the longest spin a FLUSH may ask for
+SPIN_MAX_US = 60000           # the longest spin a FLUSH may ask for
 PLACEMENT_BYTES = 4 << 30    # cap on the input copies of placements (_slot)
 SCAN_CALLS = 1               # forward calls per placement in a SCAN
-SCAN_SPIN_MAX_US = 30000     # cap on the spin a SCAN's launches queue behind
+SCAN_SPIN_MAX_US = 60000     # cap on the spin each of a SCAN's calls queues behind
 
 # The spin that follows a flush (see cmd_flush): one thread polling the
 # GPU's global timer until spin_ns have passed.  PTX, so the driver builds
@@ -109,7 +109,7 @@ class GpuTiming:
         return self._timed(lambda: None)[1]
 
     # -- memory placements -----------------------------------------------
-    def _slot(self, nbytes, slot):
+    def _slot(self, nbytes, slot, places=None):
         """The placement of the call this GEN makes inputs for: `slot`
         (the referee's choice) modulo the placements in use.
 
@@ -127,8 +127,10 @@ class GpuTiming:
         the referee reports the time on the fastest placement
         (placement_adjusted).  Both workers run this same code, so
         reference and candidate are measured alike.  Fewer placements when
-        the input copies would pass PLACEMENT_BYTES; one where torch has no
-        MemPool."""
+        the input copies would pass PLACEMENT_BYTES, or than `places`, the
+        referee's plan (stark_memory: what the device's memory affords
+        with the forward's own allocations in every pool); one where torch
+        has no MemPool."""
         self.gens += 1
         self.n_slots = 1
         want = self.cfg.get("placements")
@@ -141,6 +143,8 @@ class GpuTiming:
             s = slot if type(slot) is int and slot >= 0 else 0
             return self.scan_kept[s % self.n_slots]
         n = max(1, min(want, PLACEMENT_BYTES // max(nbytes, 1)))
+        if type(places) is int and places >= 1:
+            n = min(n, places)
         if not self.pools:
             self.pools.append(torch.cuda.MemPool())
         self.n_slots = n
@@ -189,19 +193,20 @@ class GpuTiming:
         marks = [(p, torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                  for _ in range(SCAN_CALLS) for p in range(n)]
         torch.cuda.synchronize(self.device)
-        # Then the timed calls, all queued at once behind a spin, so the
-        # GPU runs them back to back and each pair of events holds the
-        # GPU's time for forward, not the host's for launching it.  The
-        # spin outlasts the host's launching of them all: a fast-format
-        # forward takes the host up to 100 us to launch, about what the
-        # GPU takes to run it.
+        # Then the timed calls, each queued behind a spin of its own that
+        # outlasts the host's launching of one call, so each pair of events
+        # holds the GPU's time for forward, not the host's for launching
+        # it, and the host is never more than a call ahead (a model of
+        # hundreds of launches would fill the launch queue if all the
+        # calls were queued behind one spin).
         host_us = self._launch_us(flush, inputs[0])
-        torch.cuda._sleep(self._spin_cycles(
-            min(SCAN_SPIN_MAX_US, 300 + 1.5 * host_us * len(marks))))
+        cycles = self._spin_cycles(min(SCAN_SPIN_MAX_US, 300 + 1.5 * host_us))
         for i, (p, a, b) in enumerate(marks):
             self.slot = p
             self.inputs = inputs[p]
-            flush.fill_(i & 0xFF)
+            torch.cuda._sleep(cycles)
+            if self.cfg.get("l2_flush", True):
+                flush.fill_(i & 0xFF)
             with self._in_slot():
                 a.record()
                 out = self._forward()
@@ -332,20 +337,26 @@ class GpuTiming:
         a spin is queued ("spin_us", 0 if not, and why in "spin_error").
 
         A flush that cannot be made (no memory for its buffer) is reported
-        by DEVICE_INFO and skipped here: timing goes on, warmer."""
+        by DEVICE_INFO and skipped here: timing goes on, warmer.  With
+        {"flush": false} (--l2-flush off) nothing is written and no line
+        reset: only the spin, so calls are timed with whatever the cache
+        holds, as KernelBench's published times are."""
         if self.device.type != "cuda":
             return {}
         try:
             self._flush_setup()
         except Exception:
             return {}
-        if self.persist_error is None:
+        write = args.get("flush") is not False
+        if self.persist_error is None and write:
             self._reset_persisting()
         self.flush_n += 1
         spin = args.get("spin_us")
         spin = min(max(int(spin), 0), SPIN_MAX_US) if type(spin) is int else 0
         if self.flush_ctx is not None:
-            return self.flush_ctx.flush(self.flush_n & 0xFF, spin * 1000)
+            return self.flush_ctx.flush(self.flush_n & 0xFF, spin * 1000, write)
+        if not write:
+            return {"spin_us": 0, "spin_error": "no flush context of its own"}
         if self.flush_buf is not None:
             self.flush_buf.fill_(self.flush_n & 0xFF)
             torch.cuda.synchronize(self.device)
@@ -455,15 +466,18 @@ class _FlushContext:
         popped = ctypes.c_void_p()
         self.lib.cuCtxPopCurrent_v2(ctypes.byref(popped))
 
-    def flush(self, value, spin_ns=0):
-        """The flush, synchronized; then, when spin_ns > 0, the spin kernel
-        launched and left running.  Returns FLUSH's reply."""
+    def flush(self, value, spin_ns=0, write=True):
+        """The flush (unless not `write`), synchronized; then, when spin_ns
+        > 0, the spin kernel launched and left running.  Returns FLUSH's
+        reply."""
         lib = self.lib
         reply = {"spin_us": 0}
         stark_cuda._check(lib.cuCtxPushCurrent_v2(self.ctx), "cuCtxPushCurrent")
         try:
-            lib.cuCtxResetPersistingL2Cache()
-            stark_cuda._check(lib.cuMemsetD8_v2(self.ptr.value, value, self.nbytes), "cuMemsetD8")
+            if write:
+                lib.cuCtxResetPersistingL2Cache()
+                stark_cuda._check(lib.cuMemsetD8_v2(self.ptr.value, value, self.nbytes),
+                                  "cuMemsetD8")
             stark_cuda._check(lib.cuCtxSynchronize(), "cuCtxSynchronize")
             if spin_ns > 0 and self.spin_fn is not None:
                 arg = ctypes.c_uint64(spin_ns)

@@ -12,6 +12,7 @@ call returned.
 """
 
 import copy
+import math
 
 import torch
 
@@ -36,7 +37,14 @@ def _overlaps(a, b):
 
 
 def _same_bytes(a, b):
-    """Bitwise equality (NaN payloads included) of two tensors."""
+    """Bitwise equality (NaN payloads included) of two tensors; b may be
+    a's weighted digest (stark_wire.weighted_digest) as it was, kept
+    instead of a copy of a large tensor."""
+    if type(b) is int:
+        try:
+            return W.weighted_digest(a) == b
+        except Exception:
+            return False
     try:
         if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
             return False
@@ -52,10 +60,14 @@ def _same_bytes(a, b):
 def _magnitude(t):
     """The mean absolute value of a floating tensor (0 for others, for empty
     ones and where it is not finite): the scale of an output, by which the
-    referee widens the absolute tolerance on scaled inputs."""
+    referee widens the absolute tolerance on scaled inputs.  Summed piece
+    by piece, so a large output needs no copy of itself."""
     if not t.is_floating_point() or t.numel() == 0:
         return 0.0
-    m = float(t.detach().abs().float().mean())
+    flat, total = t.detach().reshape(-1), 0.0
+    for off in range(0, flat.numel(), W.COMPARE_CHUNK):
+        total += float(flat[off:off + W.COMPARE_CHUNK].abs().sum(dtype=torch.float64))
+    m = total / flat.numel()
     return m if m == m and m not in (float("inf"), float("-inf")) else 0.0
 
 
@@ -94,7 +106,8 @@ class Outputs:
             snap = self.snapshot[i] if self.snapshot and i < len(self.snapshot) else None
             if snap is not None and not _same_bytes(t, snap):
                 facts["late_write"] = True
-                t = snap        # what the caller got when forward returned
+                if isinstance(snap, torch.Tensor):
+                    t = snap    # what the caller got when forward returned
             d = W.describe_tensor(t)
             d["device"] = str(t.device)
             descs.append(d)
@@ -115,10 +128,11 @@ class Outputs:
 
     def cmd_fetch(self, args):
         """The reference only describes its outputs and keeps them for
-        COMPARE; the candidate also writes their bytes into the output
-        window, when they fit the size the referee made it (args["window"]:
-        outputs that do not fit fail the referee's checks anyway), and
-        says how many it wrote."""
+        COMPARE; the candidate also writes the first chunk of their bytes
+        into the output window, whose capacity the referee gives
+        (args["window"]), and says how many it wrote; PUT writes the
+        next ones (stark_wire: outputs larger than the window stream
+        through it)."""
         header, tensors = self._describe_outputs()
         if header["kind"] in ("bad", "reject"):
             self.chan.send_json(W.OUT_HEADER, header)
@@ -129,24 +143,95 @@ class Outputs:
             return
         self.chan.send_json(W.OUT_HEADER, header)
         self.outputs = None
-        size = args.get("window")
+        cap = args.get("window")
         specs = [(t.dtype, tuple(t.shape), t.numel() * t.element_size()) for t in tensors]
         offs, total = W.window_layout(specs)
-        if self.window is None or type(size) is not int or total > size:
+        if self.window is None or type(cap) is not int or cap < W.WINDOW_ALIGN:
+            self.sending = None
             self.chan.send_json(W.OUT_WRITTEN, {"bytes": 0})
             return
-        views = self.window.tensors(specs, offs, total)
-        for v, t in zip(views, tensors):
-            v.copy_(t)
-        del views
-        self.chan.send_json(W.OUT_WRITTEN, {"bytes": total})
+        # Each output's bytes in logical order (a copy only of outputs that
+        # are not contiguous).
+        self.sending = {"flat": [t.reshape(-1).view(torch.uint8) if t.numel() else None
+                                 for t in tensors],
+                        "specs": specs, "offs": offs, "total": total,
+                        "cap": cap // W.WINDOW_ALIGN * W.WINDOW_ALIGN}
+        del tensors
+        self.chan.send_json(W.OUT_WRITTEN, {"bytes": self._write_chunk(0)})
+
+    def cmd_put(self, args):
+        """Candidate only: the chunk of its outputs' bytes from args["off"]
+        written into the output window; replies how many bytes."""
+        snd = self.sending
+        off = args.get("off")
+        if (snd is None or type(off) is not int or off < 0 or off >= snd["total"] or
+                off % W.WINDOW_ALIGN):
+            self.chan.send_json(W.OUT_WRITTEN, {"bytes": 0})
+            return
+        self.chan.send_json(W.OUT_WRITTEN, {"bytes": self._write_chunk(off)})
+
+    def _write_chunk(self, start):
+        """The stream's bytes [start, start + capacity) into the window;
+        returns how many were written."""
+        snd = self.sending
+        n = min(snd["total"] - start, snd["cap"])
+        if n <= 0:
+            return 0
+        dst = self.window.tensors([(torch.uint8, (n,), n)], [0], n)[0]
+        for i, lo, hi in W.chunk_parts(snd["specs"], snd["offs"], start, start + n):
+            at = snd["offs"][i] + lo - start
+            dst[at:at + hi - lo].copy_(snd["flat"][i][lo:hi])
+        del dst
+        return n
 
     def cmd_compare(self, header):
-        """Reference only: reads the candidate's output bytes from the output
-        window (the referee's header checks passed, the candidate is
-        stopped), moves them to this worker's device and compares them with
-        the outputs kept at FETCH.  Stops at the first output with
-        mismatches, as the message names only that one."""
+        """Reference only: reads a chunk of the candidate's output bytes from
+        the output window (the referee's header checks passed, the
+        candidate is stopped), moves it to this worker's device and compares
+        it with the outputs kept at FETCH (compare_piece).  The first
+        COMPARE of a call carries the header (items, tolerances, digests,
+        recheck) and the chunk at offset 0; later ones {"off", "len"}.
+        Replies {"next": offset} while it needs more, else the results, one
+        per output up to the first with mismatches (the message names only
+        that one): a stream stops once that output is complete."""
+        if "items" in header:
+            self._compare_begin(header)
+        st = self.cmp
+        if st is None:
+            raise ValueError("a chunk to compare, but no comparison begun")
+        off, n = header.get("off", 0), header.get("len")
+        if (type(off) is not int or type(n) is not int or off != st["next"] or n < 0 or
+                n != min(st["total"] - off, n) or (n == 0 and st["total"] > off)):
+            raise ValueError("chunk [%r, +%r) out of order (expected offset %d of %d)"
+                             % (off, n, st["next"], st["total"]))
+        if n:
+            src = self.window.tensors([(torch.uint8, (n,), n)], [0], n)[0]
+            for i, lo, hi in W.chunk_parts(st["specs"], st["offs"], off, off + n):
+                at = st["offs"][i] + lo - off
+                piece = src[at:at + hi - lo]
+                # On a GPU, one copy, straight from the (registered) window;
+                # on the CPU the window is compared in place.
+                want = st["want"][i]
+                g = piece.to(want.device) if piece.device != want.device else piece
+                self._compare_piece(i, g, lo, hi)
+                del g, piece
+            del src
+        st["next"] = off + n
+        done = st["next"] >= st["total"]
+        # Stop once an output that failed is complete: results up to it.
+        results = []
+        for i, (_, _, nb) in enumerate(st["specs"]):
+            if st["offs"][i] + nb > st["next"] and nb:
+                break
+            results.append(self._compare_result(i))
+            if results[-1]["nbad"]:
+                done = True
+                break
+        if not done:
+            return {"next": st["next"]}
+        return self._compare_end(results)
+
+    def _compare_begin(self, header):
         kept = self.kept
         specs = [W.checked_spec(d, "compared output") for d in header["items"]]
         tols = [(float(a), float(r)) for a, r in header["tol"]]
@@ -160,66 +245,113 @@ class Outputs:
         if self.window is None:
             raise ValueError("this worker has no output window")
         offs, total = W.window_layout(specs)
-        views = self.window.tensors(specs, offs, total)
-        # On a GPU, one copy each, straight from the (registered) window;
-        # on the CPU, the views are compared in place.
-        got = [v.to(want.device) if v.device != want.device else v
-               for v, want in zip(views, kept)]
-        del views
-        reply = {}
-        claimed = header.get("digest")
-        if claimed is not None:
-            reply["digest_ok"] = (isinstance(claimed, list) and len(claimed) == len(got) and
-                                  all(type(c) is int and c == W.output_digest(g)
-                                      for c, g in zip(claimed, got)))
         slack = header.get("recheck")
-        slack = float(slack) if type(slack) in (int, float) and slack > 0 else 0.0
-        results = []
-        for i, (g, want, (atol, rtol)) in enumerate(zip(got, kept, tols)):
-            r = W.compare_tensor(g, want.detach(), atol, rtol)
-            if r["nbad"] and slack and want.is_floating_point():
-                r = self._recheck(i, g, want.detach(), atol, rtol, slack, r)
-            results.append(r)
-            if r["nbad"]:
-                break
+        self.cmp = {
+            "specs": specs, "offs": offs, "total": total, "tols": tols, "next": 0,
+            "want": [w.detach().reshape(-1) for w in kept],
+            "shape": [tuple(w.shape) for w in kept],
+            "slack": float(slack) if type(slack) in (int, float) and slack > 0 else 0.0,
+            "claimed": header.get("digest"),
+            "digest": [0] * len(kept), "acc": [None] * len(kept)}
+
+    def _compare_piece(self, i, got, lo, hi):
+        """The per-element rules on a piece of output i (its bytes [lo, hi),
+        got on this worker's device): compare_tensor against the
+        reference's output, and where that fails, the float64 second
+        opinion (_recheck) on the same piece.  The piece's result is added
+        to the output's (merge_results); its digest too."""
+        st = self.cmp
+        dt, _, nb = st["specs"][i]
+        st["digest"][i] = W.digest_add(st["digest"][i], W.digest_part(got, nb))
+        esize = nb // max(math.prod(st["shape"][i]), 1)
+        e0, e1 = lo // esize, hi // esize
+        g = got.view(dt)
+        want = st["want"][i][e0:e1]
+        atol, rtol = st["tols"][i]
+        acc = st["acc"][i] or {"plain": None, "final": None, "rechecked": False,
+                               "re_nbad": 0, "re_max_abs": 0.0, "ref_err": 0.0,
+                               "re_error": None}
+        st["acc"][i] = acc
+        r = W.compare_tensor(g, want, atol, rtol)
+        acc["plain"] = W.merge_results(acc["plain"], r, e0)
+        piece = r
+        if r["nbad"] and st["slack"] and want.is_floating_point():
+            rr = self._recheck(i, g, want, atol, rtol, st["slack"], e0, e1)
+            if "error" in rr:
+                acc["re_error"] = rr["error"]
+            else:
+                acc["rechecked"] = True
+                acc["re_nbad"] += rr["nbad"]
+                acc["re_max_abs"] = max(acc["re_max_abs"], rr["max_abs"])
+                acc["ref_err"] = rr["ref_err"]
+                if not rr["nbad"]:
+                    piece = rr
+        acc["final"] = W.merge_results(acc["final"], piece, e0)
+
+    def _compare_result(self, i):
+        """Output i's result once all its bytes were compared: the plain
+        comparison's statistics over the whole output where it fails (with
+        what the second opinion found), else the pieces' as judged."""
+        acc = self.cmp["acc"][i]
+        if acc is None:         # no bytes: an empty output
+            return {"nbad": 0, "max_abs": 0.0, "max_rel": 0.0, "first": None}
+        info = None
+        if acc["re_error"] is not None:
+            info = {"error": acc["re_error"]}
+        elif acc["rechecked"]:
+            info = {"ref_err": acc["ref_err"], "nbad": acc["re_nbad"],
+                    "max_abs": acc["re_max_abs"]}
+        r = dict(acc["plain"] if acc["final"]["nbad"] else acc["final"])
+        if info is not None and (r["nbad"] or "error" not in info):
+            r["recheck"] = info
+        return r
+
+    def _compare_end(self, results):
+        st = self.cmp
+        reply = {}
+        claimed = st["claimed"]
+        if claimed is not None:
+            reply["digest_ok"] = (isinstance(claimed, list) and len(claimed) == len(st["want"]) and
+                                  all(type(c) is int and c == d for c, d in
+                                      zip(claimed[:len(results)], st["digest"])))
+        self.cmp = None
         self.kept = None
         self.exact = None
         self.outputs = None
-        del got
         reply["results"] = results
         if self.window is not None and self.window.pin_error:
             reply["window"] = self.window.pin_error
         return reply
 
-    def _recheck(self, i, got, want, atol, rtol, slack, first):
-        """Output i failed the comparison with the reference: the second
-        opinion of the reference's float64 run (stark_wire.compare_exact).
-        An honest kernel can be closer to the exact result than the
-        reference is: a variance as E[x^2] - E[x]^2 in float32 loses three
-        digits that a two-pass kernel keeps, and a running sum that crosses
-        zero has lost the absolute precision of its largest terms.  Returns
-        the recheck's result when it passes, else the first one; either
-        carries "recheck" (what the second opinion found)."""
+    def _recheck(self, i, got, want, atol, rtol, slack, e0, e1):
+        """A piece (elements [e0, e1)) of output i failed the comparison
+        with the reference: the second opinion of the reference's float64
+        run (stark_wire.compare_exact), with the reference's own error over
+        the whole output.  An honest kernel can be closer to the exact
+        result than the reference is: a variance as E[x^2] - E[x]^2 in
+        float32 loses three digits that a two-pass kernel keeps, and a
+        running sum that crosses zero has lost the absolute precision of
+        its largest terms.  Returns compare_exact's result (with ref_err)
+        or {"error": why}."""
         exact = self._exact()
         if isinstance(exact, str):
-            first["recheck"] = {"error": exact}
-            return first
-        r = W.compare_exact(got, want, exact[i], atol, rtol, slack)
-        if "error" in r:
-            first["recheck"] = {"error": r["error"]}
-            return first
-        info = {"ref_err": r["ref_err"], "nbad": r["nbad"], "max_abs": r["max_abs"]}
-        if r["nbad"]:
-            first["recheck"] = info
-            return first
-        r["recheck"] = info
-        return r
+            return {"error": exact}
+        errs = self.cmp.setdefault("ref_err", {})
+        if i not in errs:
+            errs[i] = W.exact_error(self.cmp["want"][i], exact[i], atol)
+        err = errs[i]
+        if isinstance(err, dict):
+            return err
+        x = exact[i].reshape(-1)[e0:e1]
+        return W.compare_exact(got, want, x, atol, rtol, slack, err=err)
 
     def _exact(self):
         """The reference's outputs of this call computed in float64: a copy
         of the model with floating parameters and buffers in float64 (made
         once, from the model as it is now), run on the inputs as they were
-        before the call (the pristine copies).  Cached for the call.
+        before the call (the pristine copies, or where the inputs were too
+        large to copy, the inputs made again from the call's seed).
+        Cached for the call.
         Returns a list of tensors, or why there is none."""
         if self.exact is not None:
             return self.exact
@@ -231,12 +363,19 @@ class Outputs:
                 why = "the call's inputs are not all kept"
             elif sum(t.numel() for t in self.kept or []) * 8 > RECHECK_BYTES:
                 why = "the float64 outputs would pass %d GiB" % (RECHECK_BYTES >> 30)
+            elif sum(x.numel() for x in self.in_bufs) * 8 > RECHECK_BYTES:
+                why = "the float64 inputs would pass %d GiB" % (RECHECK_BYTES >> 30)
             else:
                 if self.model64 is None:
                     self.model64 = copy.deepcopy(self.model).to(torch.float64)
+                before = self.pristine
+                if not all(isinstance(p, torch.Tensor) for p in before):
+                    # Large inputs were not copied (check_copy_bytes): made
+                    # again from the call's seed.
+                    before = [x for x in self.regenerate_inputs() if isinstance(x, torch.Tensor)]
                 args = W.with_tensors(self.inputs, [
-                    x.to(torch.float64) if x.is_floating_point() else x
-                    for x in self.pristine])
+                    x.to(device=self.device, dtype=torch.float64) if x.is_floating_point()
+                    else x.to(self.device) for x in before])
                 with torch.no_grad():
                     out = self.model64(*args)
                 items = list(out) if isinstance(out, (tuple, list)) else [out]

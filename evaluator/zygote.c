@@ -147,6 +147,7 @@ static void job_config(const struct zjob *j, struct sandbox_config *cfg,
 	cfg->gpu_index = m->gpu_index;
 	if (m->mem_bytes)
 		cfg->mem_bytes = m->mem_bytes;
+	cfg->oom_grace_ms = m->oom_grace_ms;
 	if (m->required)
 		cfg->required = m->required;
 	cfg->insecure = (m->flags & EVAL_ZJOB_INSECURE) != 0;

@@ -183,17 +183,9 @@ static void keep_build(struct evalrun_pair *p)
 		}
 }
 
-static const char *env_of(const struct proto_result *rs, const char *key)
-{
-	for (uint32_t i = 0; i < rs->nenv; i++)
-		if (!strcmp(rs->env[i].key, key))
-			return rs->env[i].val;
-	return NULL;
-}
-
 static bool env_is(const struct proto_result *rs, const char *key, const char *val)
 {
-	const char *v = env_of(rs, key);
+	const char *v = evalrun__env_of(rs, key);
 
 	return v && !strcmp(v, val);
 }
@@ -266,7 +258,7 @@ static void publish(struct evalrun_pair *p)
  */
 static int after_build(struct evalrun_pair *p)
 {
-	const char *key = env_of(&p->res, "build_key"), *tc = env_of(&p->res, "build_toolchain");
+	const char *key = evalrun__env_of(&p->res, "build_key"), *tc = evalrun__env_of(&p->res, "build_toolchain");
 	bool compiled = p->res.status == PROTO_ST_COMPILED;
 	struct stat st;
 

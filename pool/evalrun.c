@@ -75,6 +75,7 @@ static int start_exec(struct evalrun *er, const struct evalrun_opts *o,
 	cfg.gpu_index = o->gpu_index;
 	if (o->mem_bytes)
 		cfg.mem_bytes = o->mem_bytes;
+	cfg.oom_grace_ms = o->oom_grace_ms;
 	if (o->required)
 		cfg.required = o->required;
 	cfg.insecure = o->insecure;
@@ -112,6 +113,7 @@ static int make_job(const struct evalrun_opts *o, const struct proto_request *rq
 	/* (never 0, which the zygote would read as "the stage's default") */
 	job->required = (cfg.required & sandbox_layers_available(o->sandbox)) | SANDBOX_L_FDS;
 	job->mem_bytes = o->mem_bytes;
+	job->oom_grace_ms = o->oom_grace_ms;
 	job->wall_ms = (uint64_t)rq->wall_ms + o->grace_ms;
 	job->owner_pid = (int32_t)getpid();
 	if (o->nbinds > EVAL_ZBINDS)

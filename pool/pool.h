@@ -75,6 +75,10 @@
  * C++ unit (stark_nvcc): 5.9 GiB of summed RSS at its peak on torch 2.11,
  * against 3.3 GiB one after another; the run jail keeps the default. */
 #define EVALRUN_COMPILE_MEM (8ull << 30)
+/* The run jail: after the first OOM kill its referee has this long to say
+ * whose worker the kernel killed and whose allocations it was (the run
+ * jail's memory is the sandbox's default, or $STARK_RUN_MEM_MIB). */
+#define EVALRUN_OOM_GRACE_MS 3000u
 #define EVALRUN_POLLFDS 5	      /* descriptors evalrun_pollfds() may fill */
 #define EVALRUN_ZYGOTE_READY_MS 300000u /* a zygote's start-up, at most */
 #define EVALRUN_ZYGOTE_SPAWN_MS 60000u	/* a job sent to its jail entered, at most */
@@ -94,6 +98,7 @@ struct evalrun_opts {
 	size_t nbinds;
 	int gpu_index;			  /* -1: no GPU device nodes [-1] */
 	uint64_t mem_bytes;		  /* 0: the sandbox's default */
+	uint64_t oom_grace_ms;		  /* sandbox_config.oom_grace_ms [0] */
 	const char *const *env;		  /* NULL-terminated "K=V" list; NULL =
 					     the allowlisted part of our own
 					     environment (evalrun_env_allowed);
@@ -124,7 +129,9 @@ struct evalrun_binds {
  * run jail that sees none of it (each evaluation adds its own build
  * folder: writable scratch to the compile jail, its builds read-only to
  * the run jail), and, for device "cuda[:N]", that GPU's device nodes in
- * the run jail.  $STARK_SANDBOX_BINDS (':'-separated) adds read-only paths
+ * the run jail.  The run jail's memory limit is the sandbox's default or
+ * $STARK_RUN_MEM_MIB (MiB, at least 512), with an OOM grace
+ * (EVALRUN_OOM_GRACE_MS).  $STARK_SANDBOX_BINDS (':'-separated) adds read-only paths
  * to both, e.g. a Python environment outside /usr; an item SRC=DST shows
  * SRC at DST inside the jails.  $STARK_NVCC_PCH (an absolute path to a
  * folder) is bound read-only into the compile jail.

@@ -57,6 +57,8 @@ void evalrun__kill_tree(struct evalrun *er);
  * closed.
  */
 void evalrun__reap(struct evalrun *er, int timeout_ms);
+/* The value of a result's env key (borrowed from rs), or NULL. */
+const char *evalrun__env_of(const struct proto_result *rs, const char *key);
 
 /* ---- the environment (setup.c) ---- */
 

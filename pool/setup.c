@@ -32,7 +32,7 @@ static const char *const env_allow[] = {
 	"CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "MAX_JOBS",
 	"CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST",
 	"NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "STARK_CUDA_ARCH", "STARK_NVCC",
-	"STARK_NVCC_PCH",
+	"STARK_NVCC_PCH", "STARK_WINDOW_BYTES",
 	"OMP_NUM_THREADS", "MKL_NUM_THREADS",
 	"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
 };
@@ -145,6 +145,22 @@ static void cuda_arch_env(int gpu_index)
 	setenv("TORCH_CUDA_ARCH_LIST", list, 0);
 }
 
+/* $STARK_RUN_MEM_MIB in bytes, or 0 (the sandbox's default) where it is
+ * unset or not a number of MiB from 512 up. */
+static uint64_t run_mem_bytes(void)
+{
+	const char *v = getenv("STARK_RUN_MEM_MIB");
+	uint64_t mib;
+
+	if (!v || !*v || str_to_u64(v, 512, 1ull << 24, &mib)) {
+		if (v && *v)
+			stark_warn("evalrun: STARK_RUN_MEM_MIB must be a number of MiB from 512 up, not '%s'; the run jail keeps its default",
+				   v);
+		return 0;
+	}
+	return mib << 20;
+}
+
 void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, const char *cache,
 		       const char *device, bool insecure, struct evalrun_binds *binds)
 {
@@ -179,6 +195,9 @@ void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, c
 	run->sandbox = SANDBOX_RUN;
 	if (!compile->mem_bytes)
 		compile->mem_bytes = EVALRUN_COMPILE_MEM;
+	if (!run->mem_bytes)
+		run->mem_bytes = run_mem_bytes();
+	run->oom_grace_ms = EVALRUN_OOM_GRACE_MS;
 	compile->binds = binds->compile;
 	run->binds = binds->run;
 	compile->insecure = run->insecure = insecure;

@@ -83,21 +83,36 @@ static int synthesize(struct evalrun *er, struct proto_result *rs, const char *d
 	return rc;
 }
 
+const char *evalrun__env_of(const struct proto_result *rs, const char *key)
+{
+	for (uint32_t i = 0; i < rs->nenv; i++)
+		if (!strcmp(rs->env[i].key, key))
+			return rs->env[i].val;
+	return NULL;
+}
+
 /*
  * A worker the evaluator saw killed by SIGKILL may have been the kernel's
- * OOM victim: where the cgroup has no group kill (cgroup v1) the referee
- * survives and reports the bare signal before the jail's own account is
- * in.  That account is trusted and says more, so it is waited for (the
- * workers are already dead: a short wait) and, when the memory limit was
- * reached, the message says so.
+ * OOM victim: the run jail gives its referee a grace after the first OOM
+ * kill (EVALRUN_OOM_GRACE_MS), and where the cgroup has no group kill
+ * (cgroup v1) the referee survives anyway, so it reports the bare signal
+ * before the jail's own account is in.  That account is trusted and says
+ * more, so it is waited for (the workers are already dead: a short wait)
+ * and, when the memory limit was reached, the message says so.  Whose
+ * fault it was is the referee's judgement (env oom_blame, from the
+ * workers' peak host memory it sampled, env host_mem_mib): a limit of
+ * ours reached by our own side, or by a candidate within its allowance,
+ * is an error, never the candidate's.
  */
 #define OOM_ACCOUNT_WAIT_MS 5000
 static int oom_account(struct evalrun *er, struct proto_result *rs)
 {
+	const char *blame = evalrun__env_of(rs, "oom_blame"), *mib = evalrun__env_of(rs, "host_mem_mib");
 	char *seen;
 	int rc;
 
-	if (rs->status != PROTO_ST_CRASHED || !rs->message || !strstr(rs->message, "(SIGKILL)"))
+	if ((rs->status != PROTO_ST_CRASHED && rs->status != PROTO_ST_ERROR) || !rs->message ||
+	    !strstr(rs->message, "(SIGKILL)"))
 		return 0;
 	if (!er->ended)
 		evalrun__reap(er, OOM_ACCOUNT_WAIT_MS);
@@ -105,7 +120,16 @@ static int oom_account(struct evalrun *er, struct proto_result *rs)
 		return 0;
 	seen = rs->message;
 	rs->message = NULL;
-	rc = proto_result_set_message(rs, "the jail's %s (the evaluator saw: %s)", er->ex.why, seen);
+	if (blame && !strcmp(blame, "evaluator")) {
+		rs->status = PROTO_ST_ERROR;
+		rc = proto_result_set_message(
+			rs, "the run jail's %s: a limit of the evaluator's own, reached by its side or by a candidate within its allowance (peak host memory in MiB: %s; the evaluator saw: %s); STARK_RUN_MEM_MIB raises it",
+			er->ex.why, mib ? mib : "not sampled", seen);
+	} else {
+		rc = proto_result_set_message(
+			rs, "the jail's %s; the candidate's allocations reached it (peak host memory in MiB: %s; the evaluator saw: %s)",
+			er->ex.why, mib ? mib : "not sampled", seen);
+	}
 	free(seen);
 	return rc;
 }

@@ -58,6 +58,7 @@ void proto_request_init(struct proto_request *rq)
 	rq->max_time_ms = 5000;
 	rq->target_rse = 0.01;
 	rq->placements = 32;
+	rq->l2_flush = true;
 	rq->wall_ms = 600000;
 }
 

@@ -135,6 +135,10 @@ struct proto_request {
 					   and allocations rotate through; times
 					   are the fastest pool's (README
 					   "Timing") */
+	bool l2_flush;			/* "l2_flush": on GPUs, flush the L2 before
+					   every timed call [true]; false times
+					   with whatever the cache holds, as
+					   KernelBench's published times do */
 	double target_rse;		/* "target_rse": stop when rel. std. error
 					   of the median estimate is below it;
 					   0..1 [0.01] */

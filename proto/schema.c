@@ -63,6 +63,7 @@ static const struct proto_field request_fields[] = {
 	ROW_U32(RQ(max_time_ms), "max_time_ms", false, 1, PROTO_TIME_MS_MAX),
 	{.key = "target_rse", .type = PF_F64, .off = RQ(target_rse), .dmin = 0.0, .dmax = 1.0},
 	ROW_U32(RQ(placements), "placements", false, 1, PROTO_PLACEMENTS_MAX),
+	{.key = "l2_flush", .type = PF_BOOL, .off = RQ(l2_flush)},
 	ROW_U32(RQ(wall_ms), "wall_ms", false, 1, PROTO_TIME_MS_MAX),
 };
 

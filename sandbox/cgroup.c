@@ -3,7 +3,8 @@
  * pids and cpu limits, and a way to kill everything in it.
  *
  * cgroup v2 (the GPU machine): a leaf under a delegated parent (probe_v2
- * says which) with memory.max, memory.swap.max = 0, memory.oom.group = 1,
+ * says which) with memory.max, memory.swap.max = 0, memory.oom.group = 1
+ * (0 where the config grants an OOM grace: the kernel kills one process),
  * pids.max and cpu.max; the child is cloned straight into it
  * (CLONE_INTO_CGROUP) and the whole group dies through cgroup.kill.  The
  * v2 "no internal processes" rule decides the parent: controllers can only
@@ -322,7 +323,8 @@ int sbx_cgroup_create(struct sbx_cgroup *cg, const struct sandbox_config *cfg)
 					   strerror(errno));
 		if ((mem && (write_u64(cg->v2, "memory.max", mem) ||
 			     write_u64(cg->v2, "memory.swap.max", 0) ||
-			     write_str(cg->v2, "memory.oom.group", "1"))) ||
+			     write_str(cg->v2, "memory.oom.group",
+				       cfg->oom_grace_ms ? "0" : "1"))) ||
 		    (pids && write_u64(cg->v2, "pids.max", pids)) ||
 		    (cfg->cpu_percent && write_str(cg->v2, "cpu.max", cpu)))
 			rc = stark_error(ST_ESYS, "sandbox: cgroup limits in %s: %s", cg->v2,

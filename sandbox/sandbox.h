@@ -90,6 +90,11 @@ struct sandbox_config {
 				   child gets (borrowed) */
 	int gpu_index;		/* -1: no GPU device nodes */
 	uint64_t mem_bytes;	/* memory.max (else RLIMIT_DATA); 0 = no cap */
+	uint64_t oom_grace_ms;	/* after the first OOM kill in the cgroup, the
+				   tree may run this long before it is killed
+				   (a supervising process inside reports whose
+				   process the kernel chose; v2 then kills one
+				   process, not the group); 0 = at once [0] */
 	uint64_t pids;		/* pids.max and RLIMIT_NPROC; 0 = no cap */
 	uint64_t scratch_bytes; /* size of the tmpfs at /tmp (0: 256 MiB) */
 	uint64_t fsize_bytes;	/* RLIMIT_FSIZE; 0 = no cap */

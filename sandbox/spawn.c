@@ -54,6 +54,7 @@ struct sandbox_child {
 	enum sandbox_stage stage;
 	unsigned layers;
 	uint64_t start_ns, deadline_ns, wall_ms, mem_bytes, pids, cpu_seconds;
+	uint64_t oom_grace_ns, oom_seen_ns; /* the grace; when the OOM kill was seen */
 	struct sbx_cgroup cg;
 	bool killed, deadline_hit, reaped;
 	enum sandbox_end limit_hit; /* SANDBOX_OOM or SANDBOX_PIDS once one was hit */
@@ -354,6 +355,7 @@ static int spawn(const struct sandbox_config *cfg, const char *path, char *const
 	c->layers = wanted_layers(cfg->stage) & have;
 	c->wall_ms = cfg->wall_ms;
 	c->mem_bytes = cfg->mem_bytes;
+	c->oom_grace_ns = cfg->oom_grace_ms * 1000000ull;
 	c->pids = cfg->pids;
 	c->cpu_seconds = cfg->cpu_seconds;
 	plan->stage = cfg->stage;
@@ -676,17 +678,27 @@ static void describe(struct sandbox_child *c, siginfo_t *si)
 	}
 }
 
-/* The first OOM kill or pids.max refusal in the cgroup ends the tree. */
+/* The first OOM kill or pids.max refusal in the cgroup ends the tree; an
+ * OOM kill after the config's grace, which lets a supervisor inside report
+ * whose process the kernel chose. */
 static void check_limits(struct sandbox_child *c)
 {
 	if (c->killed || c->reaped || !c->cg.version)
 		return;
-	if (sbx_cgroup_oom(&c->cg))
+	if (c->limit_hit == SANDBOX_OOM) {
+		if (clock_mono_ns() - c->oom_seen_ns >= c->oom_grace_ns)
+			sandbox_kill(c);
+		return;
+	}
+	if (sbx_cgroup_oom(&c->cg)) {
 		c->limit_hit = SANDBOX_OOM;
-	else if (sbx_cgroup_pids_hit(&c->cg))
+		c->oom_seen_ns = clock_mono_ns();
+		if (!c->oom_grace_ns)
+			sandbox_kill(c);
+	} else if (sbx_cgroup_pids_hit(&c->cg)) {
 		c->limit_hit = SANDBOX_PIDS;
-	if (c->limit_hit)
 		sandbox_kill(c);
+	}
 }
 
 int sandbox_wait(struct sandbox_child *c, int timeout_ms, struct sandbox_exit *ex)

@@ -2,9 +2,13 @@
 EVAL_FD_LOCK), for scripts that share a GPU with `stark eval --gpu-lock
 FILE`: POSIX record locks on byte 1 of FILE, exclusive to time, shared for
 other GPU work, each taken while holding byte 0 (the turnstile), so a
-timing that waits keeps new shared holders out."""
+timing that waits keeps new shared holders out.
+
+The same file holds the evaluations' memory ledger (evaluator/stark_memory.py):
+`python3 scripts/gpulock.py FILE` lists the reservations standing there."""
 import fcntl
 import os
+import sys
 
 TURN, GPU = 0, 1
 
@@ -28,3 +32,29 @@ class GpuLock:
         os.close(self.fd)       # closing drops every lock this process holds on the file
         self.fd = -1
         return False
+
+
+def ledger(path):
+    """The memory reservations standing in a lock file: [(pid, ticket, bytes
+    reserved, bytes waited for)] (evaluator/stark_memory.py)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                    "evaluator"))
+    import stark_memory
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        return stark_memory.read_ledger(fd)
+    finally:
+        os.close(fd)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: gpulock.py LOCKFILE   (lists its memory reservations)")
+    try:
+        rows = ledger(sys.argv[1])
+    except OSError as e:
+        sys.exit("gpulock.py: %s: %s" % (sys.argv[1], e.strerror))
+    for pid, ticket, held, waiting in rows:
+        print("pid %d ticket %d: %.2f GiB reserved%s" % (
+            pid, ticket, held / (1 << 30),
+            ", waiting for %.2f GiB" % (waiting / (1 << 30)) if waiting else ""))

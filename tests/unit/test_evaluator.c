@@ -221,7 +221,7 @@ START_TEST(request_dict)
 	fill_request(&rq, "p\xc3\xa9", "s");
 	rq.stage = PROTO_STAGE_RUN;
 	expect_eval(&rq, "sorted(req)",
-		    "['atol16', 'atol32', 'build_dir', 'cache_dir', 'device', 'format', 'id', 'max_reps', "
+		    "['atol16', 'atol32', 'build_dir', 'cache_dir', 'device', 'format', 'id', 'l2_flush', 'max_reps', "
 		    "'max_time_ms', 'min_reps', 'placements', 'problem_name', 'problem_src', 'rtol16', "
 		    "'rtol32', 'solution_name', 'solution_src', 'stage', 'target_rse', 'timing', "
 		    "'trials', 'wall_ms', 'warmup']");
@@ -471,6 +471,100 @@ START_TEST(variant_rules)
 		    "(lambda v: (min(v) < 0.5, max(v) > 4))"
 		    "([stark_wire.variant_params(i)[0] for i in range(2000)])",
 		    "(True, True)");
+}
+END_TEST
+
+/* The output window's chunks (stark_wire): pieces of outputs, digests and
+ * comparison results that add up to the whole output's, the in-place
+ * variant, and the weighted digest kept instead of large copies. */
+START_TEST(stream_pieces)
+{
+	/* Outputs of 1000, 10 and 300 bytes laid out at 0, 1024 and 1280. */
+	expect_eval(NULL,
+		    "stark_wire.chunk_parts([(None, None, 1000), (None, None, 10), (None, None, 300)],"
+		    " [0, 1024, 1280], 512, 1300)",
+		    "[(0, 512, 1000), (1, 0, 10), (2, 0, 20)]");
+	expect_eval(NULL, "stark_wire.window_layout([(None, None, 1000), (None, None, 10)])",
+		    "([0, 1024], 1280)");
+	/* Digests of pieces cut at 256-byte boundaries add up to the output's,
+	   whatever word the output's size calls for (8, 4 or 1 bytes). */
+	expect_eval(NULL,
+		    "[(lambda b: stark_wire.digest_add(stark_wire.digest_part(b[:256], b.numel()),"
+		    " stark_wire.digest_add(stark_wire.digest_part(b[256:768], b.numel()),"
+		    " stark_wire.digest_part(b[768:], b.numel()))) == stark_wire.output_digest(t))("
+		    "t.reshape(-1).view(torch.uint8)) for t in (torch.randn(1000), torch.randn(333),"
+		    " torch.randint(0, 255, (1001,), dtype=torch.uint8))]",
+		    "[True, True, True]");
+	/* Results of pieces merge: counts add, the first bad index is global. */
+	expect_eval(NULL,
+		    "(lambda a: (a['nbad'], a['first'], a['got'], a['want']))(stark_wire.merge_results("
+		    "stark_wire.merge_results(None, stark_wire.compare_tensor(torch.ones(4),"
+		    " torch.ones(4), 1e-4, 1e-4), 0), stark_wire.compare_tensor(torch.tensor([1.0, 5.0,"
+		    " 6.0]), torch.ones(3), 1e-4, 1e-4), 4))",
+		    "(2, 5, 5.0, 1.0)");
+	/* The variant made in place equals vary_inputs' copy. */
+	expect_eval(NULL,
+		    "[(lambda x: torch.equal(stark_wire.vary_inputs([x], 5)[0],"
+		    " (lambda y: (stark_wire.vary_tensors_([y], 5), y)[1])(x.clone())))(x)"
+		    " for x in (torch.randn(1000), torch.randn(10, 10).double(), torch.randn(64).half())]",
+		    "[True, True, True]");
+	/* A weighted digest sees a swap that a plain sum does not. */
+	expect_eval(NULL,
+		    "(lambda x, y: (stark_wire.output_digest(x) == stark_wire.output_digest(y),"
+		    " stark_wire.weighted_digest(x) == stark_wire.weighted_digest(y),"
+		    " stark_wire.weighted_digest(x) == stark_wire.weighted_digest(x.clone())))("
+		    "torch.arange(16.0).double(), torch.arange(16.0).double().flip(0))",
+		    "(True, False, True)");
+	/* The window's capacity: $STARK_WINDOW_BYTES, aligned, at least 4 KiB. */
+	expect_eval(NULL,
+		    "[stark_wire.window_capacity({'STARK_WINDOW_BYTES': v}) for v in ('5000', '12', 'x', '')]",
+		    "[4864, 268435456, 268435456, 268435456]");
+}
+END_TEST
+
+/* The spin before a timed call (stark_referee_timing.note_launch): sized by
+ * the reference's host time to its last launch, the candidate's counting
+ * only up to SPIN_CAND_US, so a slow launcher buys no longer blind spot. */
+START_TEST(spin_sizing)
+{
+	expect_eval(NULL,
+		    "[(lambda t: (setattr(t, 'launch_us', {'ref': [], 'cand': []}), setattr(t, 'spin_short',"
+		    " 0), [t.note_launch(r, {'host_us': [0.0, h]}, 100000) for r, h in calls], t.spin_us)[-1])("
+		    "type('T', (stark_referee_timing.Timing,), {})()) for calls in ("
+		    "[('ref', 3000.0)] * 10 + [('cand', 3000.0)] * 10,"
+		    " [('ref', 100.0)] * 10 + [('cand', 30000.0)] * 10,"
+		    " [('ref', 100.0)] * 10 + [('cand', 500.0)] * 10)]",
+		    "[4800, 2000, 1050]");
+}
+END_TEST
+
+/* The footprint estimated on the meta device (stark_worker_memory's PLAN):
+ * a Linear(8, 16) on 4 x 8 inputs; a problem that does not run on meta
+ * says why. */
+START_TEST(footprint_estimate)
+{
+	const char *worker =
+	    "(lambda prob: type('W', (stark_worker_memory.Memory,), {'problem': prob,"
+	    " 'device': torch.device('cpu')})())";
+	char expr[1024];
+
+	snprintf(expr, sizeof(expr),
+		 "(lambda r: (r['in'], r['out'], r['weights'], r['fwd'] >= r['out']))(%s("
+		 "__import__('types').SimpleNamespace(Model=lambda n: torch.nn.Linear(n, 2 * n),"
+		 " get_inputs=lambda: [torch.randn(4, 8)], get_init_inputs=lambda: [8])).cmd_plan({}))",
+		 worker);
+	expect_eval(NULL, expr, "(128, 256, 576, True)");
+	snprintf(expr, sizeof(expr),
+		 "'error' in %s(__import__('types').SimpleNamespace(Model=lambda: (lambda x:"
+		 " torch.tensor(float(x.sum()))), get_inputs=lambda: [torch.randn(4)],"
+		 " get_init_inputs=lambda: [])).cmd_plan({})",
+		 worker);
+	expect_eval(NULL, expr, "True");
+	/* What a CUDA out-of-memory message says failed. */
+	expect_eval(NULL,
+		    "[stark_worker_memory.tried_bytes(m) for m in ('CUDA out of memory. Tried to"
+		    " allocate 6.00 GiB. GPU 0 has', 'Tried to allocate 20.00 MiB', 'nothing')]",
+		    "[6442450944, 20971520, 0]");
 }
 END_TEST
 
@@ -1181,6 +1275,9 @@ static Suite *evaluator_suite(void)
 	tcase_add_test(pieces, roofline);
 	tcase_add_test(pieces, variant_rules);
 	tcase_add_test(pieces, inputs_and_digests);
+	tcase_add_test(pieces, stream_pieces);
+	tcase_add_test(pieces, footprint_estimate);
+	tcase_add_test(pieces, spin_sizing);
 	tcase_add_test(pieces, prewarm_safe);
 	tcase_add_test(pieces, cache_key);
 	tcase_add_test(pieces, build_key_vector);

@@ -176,6 +176,7 @@ static const struct key rq_keys[] = {
 	{"max_time_ms", K_UINT, false, 70000, NULL, 0},
 	{"target_rse", K_F64, false, 0, NULL, 0.05},
 	{"placements", K_UINT, false, 3, NULL, 0},
+	{"l2_flush", K_BOOL, false, 0, NULL, 0},
 	{"wall_ms", K_UINT, false, 123456, NULL, 0},
 };
 #define N_RQ ((int)ST_ARRAY_LEN(rq_keys))
@@ -407,6 +408,7 @@ static void fill_request(struct proto_request *rq)
 	rq->max_time_ms = 4321;
 	rq->target_rse = 0.005;
 	rq->placements = PROTO_PLACEMENTS_MAX;
+	rq->l2_flush = false;
 	rq->wall_ms = PROTO_TIME_MS_MAX;
 }
 
@@ -479,6 +481,7 @@ static void same_request(const struct proto_request *a, const struct proto_reque
 	ck_assert_uint_eq(a->max_time_ms, b->max_time_ms);
 	same_double(a->target_rse, b->target_rse, "target_rse");
 	ck_assert_uint_eq(a->placements, b->placements);
+	ck_assert_int_eq(a->l2_flush, b->l2_flush);
 	ck_assert_uint_eq(a->wall_ms, b->wall_ms);
 }
 
@@ -636,6 +639,7 @@ START_TEST(request_defaults)
 	ck_assert_uint_eq(rq.placements, 32);
 	ck_assert_uint_eq(rq.placements, d.placements);
 	ck_assert(rq.timing == d.timing);
+	ck_assert(rq.l2_flush && d.l2_flush);
 	ck_assert_uint_eq(rq.seed, 0x123456789abcdefULL);
 	proto_request_release(&rq);
 	dbuf_release(&b);

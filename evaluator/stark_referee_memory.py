@@ -1,0 +1,274 @@
+"""stark_referee_memory -- the evaluation's memory on its GPU: planned from
+the problem's footprint, admitted through the ledger, re-planned from what
+the first trial measured, and whose fault it is when memory runs out.
+
+The steps (stark_memory has the arithmetic and the ledger):
+  plan_memory     before anything is loaded: the reference worker estimates
+                  the footprint on the meta device (PLAN); a problem whose
+                  floor (both workers' inputs, outputs and weights) passes
+                  the device is an error here, before any candidate code
+                  runs; the estimate is reserved in the ledger (the whole
+                  budget where there is no estimate), waiting while the
+                  evaluations already on the GPU leave too little.
+  replan_memory   after the first trial: the reservation follows what both
+                  workers' allocators measured (the candidate's figures are
+                  its own word).
+  plan_places     before the timing phase: how many memory placements the
+                  spare memory affords (stark_worker_gpu._slot).
+  oom_verdict     a worker that ran out of memory: the reference's failure,
+                  and the candidate's worker's in our code (making inputs,
+                  writing outputs), are the evaluator's ("error", with the
+                  figures and the limit); in the candidate's own code
+                  (construction, forward) it is the candidate's only beyond
+                  its allowance (stark_memory.over_allowance) -- both
+                  figures are given either way.
+Time spent waiting for memory is the evaluator's: it is reported
+(env.mem_wait_ms) and a wait that reaches the deadline is an error.
+"""
+
+import time
+
+import stark_memory as M
+import stark_wire as W
+from stark_referee_common import Verdict, dict_field, int_field
+
+_fmt = M.fmt_bytes
+
+
+def _fp_text(fp):
+    return "inputs %s, outputs %s, weights %s, forward peak %s" % (
+        _fmt(fp.get("in", 0)), _fmt(fp.get("out", 0)), _fmt(fp.get("weights", 0)),
+        _fmt(fp.get("fwd", 0)))
+
+
+class MemoryPlan:
+    """The part of Evaluation that plans device memory."""
+
+    def mem_init(self):
+        self.ledger = None
+        self.dev_total = 0          # the device's bytes, as the reference worker saw
+        self.fp = {"ref": None, "cand": None}       # footprints (stark_memory)
+        self.fp_estimated = None    # the meta estimate, or None
+        self.mem_seen = {"ref": {}, "cand": {}}     # last figures each worker sent
+        self.place_cap = None       # placements the plan affords (GEN's "places")
+        self.mem_reserved = 0
+
+    def note_mem(self, role, what, reply):
+        """Keeps a worker's memory figures from a reply (LOAD, GEN, CALL)."""
+        mem = dict_field(reply, "mem")
+        if not mem:
+            return
+        seen = self.mem_seen[role]
+        seen[what] = {k: int_field(mem, k) for k in ("alloc", "peak", "reserved", "free",
+                                                     "total")}
+        if role == "ref" and int_field(mem, "total"):
+            self.dev_total = int_field(mem, "total")
+
+    def budget(self):
+        return M.budget(self.dev_total)
+
+    # -- before loading ----------------------------------------------------
+    def plan_memory(self):
+        if not self.cuda:
+            return
+        t0 = time.monotonic()
+        est = self.command(self.ref, W.PLAN, {"init_seed": 0}, "estimating the footprint")
+        self.note_mem("ref", "plan", est)
+        env = self.res["env"]
+        keys = ("in", "out", "weights", "fwd")
+        if all(type(est.get(k)) is int and est[k] >= 0 for k in keys):
+            self.fp_estimated = {k: est[k] for k in keys}
+            env["mem_estimate"] = _fp_text(self.fp_estimated)
+        else:
+            env["mem_estimate"] = ("none: %s" % str(est.get("error", "?")))[:300]
+        total, budget = self.dev_total, self.budget()
+        if self.fp_estimated and total:
+            floor = M.floor_need(self.fp_estimated)
+            if floor > budget:
+                raise Verdict("error", "the problem cannot be judged on this device: one "
+                              "evaluation needs at least %s of its memory (the reference's "
+                              "%s, held in both workers, and their CUDA contexts), and the "
+                              "device offers %s of its %s" % (
+                                  _fmt(floor), _fp_text(self.fp_estimated), _fmt(budget),
+                                  _fmt(total)))
+        want = M.need(self.fp_estimated) + self.fp_estimated["weights"] \
+            if self.fp_estimated else budget
+        self.admit(min(want, budget) if budget else want, budget)
+        self.res["stage_ms"]["startup_ms"] = self.res["stage_ms"].get("startup_ms", 0.0) + \
+            (time.monotonic() - t0) * 1e3
+
+    def admit(self, nbytes, budget):
+        """The ledger's reservation of nbytes, waiting while the GPU's other
+        evaluations leave too little (where there is a ledger: a GPU lock
+        file shared with them)."""
+        env = self.res["env"]
+        if self.lock_fd is None or not budget:
+            self.mem_reserved = nbytes
+            env["mem_reserved"] = "%s (no ledger: one evaluation on this GPU)" % _fmt(nbytes)
+            return
+        try:
+            self.ledger = M.Ledger(self.lock_fd)
+            ok = self.ledger.reserve(nbytes, budget, lambda: self.time_left_for(4))
+        except (M.LedgerError, OSError) as e:
+            self.ledger = None
+            env["mem_ledger"] = ("unusable: %s" % e)[:200]
+            return
+        waited = self.ledger.waited_s
+        env["mem_wait_ms"] = "%.0f" % (waited * 1e3)
+        if not ok:
+            held, waiting, n = self.ledger.others()
+            raise Verdict("error", "waited %.0f s for device memory without getting it: this "
+                          "evaluation needs %s, and %d other evaluations on the GPU hold %s "
+                          "and wait for %s of the %s the evaluator allows itself there (its "
+                          "own limit: fewer evaluations in flight, or a longer --timeout, "
+                          "would let it run)" % (waited, _fmt(nbytes), n, _fmt(held),
+                                                 _fmt(waiting), _fmt(budget)))
+        self.mem_reserved = nbytes
+        env["mem_reserved"] = "%s of %s" % (_fmt(nbytes), _fmt(budget))
+
+    # -- after the first trial ---------------------------------------------
+    def measured_fp(self, role):
+        """A worker's footprint from its first trial's figures: the inputs'
+        and outputs' bytes the referee saw, the weights it held after
+        loading, and the forward's peak above what it held before the call.
+        None where it sent no figures (CPUs)."""
+        seen = self.mem_seen[role]
+        load, gen, call = seen.get("load"), seen.get("gen"), seen.get("call")
+        if not (load and gen and call):
+            return None
+        return {"in": self.input_bytes, "out": self.output_bytes,
+                "weights": load["alloc"],
+                "fwd": max(call["peak"] - gen["alloc"], self.output_bytes, 0)}
+
+    def replan_memory(self):
+        if not self.cuda:
+            return
+        ref, cand = self.measured_fp("ref"), self.measured_fp("cand")
+        if ref is None:
+            return
+        self.fp = {"ref": ref, "cand": cand}
+        env = self.res["env"]
+        env["mem_measured"] = "reference %s; candidate %s" % (
+            _fp_text(ref), _fp_text(cand) if cand else "no figures")
+        want = M.need(ref, cand)
+        if self.ledger is not None:
+            self.mem_reserved = self.ledger.resize(want, self.budget())
+            env["mem_reserved"] = "%s of %s" % (_fmt(self.mem_reserved), _fmt(self.budget()))
+            if self.mem_reserved < want:
+                env["mem_overcommit"] = "needs %s, %s reserved (the others leave no more)" % (
+                    _fmt(want), _fmt(self.mem_reserved))
+        else:
+            self.mem_reserved = want
+
+    def plan_places(self):
+        """The placements the timing phase may use: as many as the request
+        asks, within what the spare memory affords (the ledger's free
+        budget, or the device's free memory where there is no ledger)."""
+        if not self.cuda or self.fp["ref"] is None or self.req["placements"] <= 1:
+            return
+        ref, cand = self.fp["ref"], self.fp["cand"]
+        if self.ledger is not None:
+            spare = self.ledger.free(self.budget())
+        else:
+            free = self.mem_seen["ref"].get("call", {}).get("free", 0)
+            spare = max(free - M.BUDGET_MARGIN, 0)
+        n = M.places(ref, cand, self.req["placements"], spare)
+        self.place_cap = n
+        if self.ledger is not None and n > 1:
+            self.mem_reserved = self.ledger.resize(M.need(ref, cand, n), self.budget())
+        self.res["env"]["mem_places"] = "%d (%s spare; each takes %s in each worker)" % (
+            n, _fmt(spare), _fmt(M.placement_bytes(ref)))
+
+    def release_memory(self):
+        if self.ledger is not None:
+            self.ledger.release()
+            self.ledger = None
+
+    # -- out of memory -------------------------------------------------------
+    def oom_verdict(self, w, err, what, etype, emsg, tb):
+        """The verdict of a worker that ran out of memory (see the module's
+        docstring), or None when err is no such failure."""
+        oom = err.get("oom")
+        if not isinstance(oom, dict):
+            return None
+        phase = err.get("phase")
+        device = int_field(oom, "total") > 0
+        kind = "device" if device and etype != "MemoryError" else "host"
+        have = int_field(oom, "alloc") if kind == "device" else int_field(oom, "hwm")
+        tried = int_field(oom, "tried")
+        peak = max(int_field(oom, "peak"), have) + tried if kind == "device" else have
+        where = ""
+        if kind == "device" and int_field(oom, "total"):
+            where = "; the device had %s free of %s" % (_fmt(int_field(oom, "free")),
+                                                        _fmt(int_field(oom, "total")))
+            if self.ledger is not None:
+                held, _, n = self.ledger.others()
+                where += ", %d other evaluations on it reserved %s" % (n, _fmt(held))
+            where += ", this one planned %s" % _fmt(self.mem_reserved)
+        detail = "%s: %s" % (etype, emsg[:300])
+        if w.role == "ref":
+            return Verdict("error", "the reference ran out of %s memory during %s, holding "
+                           "%s%s (the evaluator's limit, not the candidate's doing): %s"
+                           % (kind, what, _fmt(have), where, detail), tb)
+        ref_have, ref_peak = self.ref_figures(phase, kind)
+        slack = M.CAND_SLACK if kind == "device" else M.HOST_SLACK
+        if phase in ("inputs", "fetch"):
+            # Our code in the candidate's process: its fault only if what
+            # it already held is far beyond what the reference held.
+            if M.over_allowance(have, ref_have, slack):
+                return Verdict("runtime_error", "the candidate's worker ran out of %s memory "
+                               "while the evaluator %s (%s): the candidate holds %s, far "
+                               "beyond the reference's %s%s; %s" % (
+                                   kind, "made the inputs" if phase == "inputs" else
+                                   "copied its outputs", what, _fmt(have), _fmt(ref_have),
+                                   where, detail), tb)
+            return Verdict("error", "the device ran out of %s memory while the evaluator %s "
+                           "in the candidate's worker (%s): it held %s, the reference %s, "
+                           "within the candidate's allowance%s (the evaluator's limit, not "
+                           "the candidate's doing); %s" % (
+                               kind, "made the inputs" if phase == "inputs" else
+                               "copied the outputs", what, _fmt(have), _fmt(ref_have),
+                               where, detail), tb)
+        if M.over_allowance(peak, ref_peak, slack):
+            return Verdict("runtime_error", "the candidate ran out of %s memory during %s: it "
+                           "needed at least %s (it held %s and asked for %s more), far beyond "
+                           "the reference's %s at the same point (allowed: %gx + %s)%s; %s"
+                           % (kind, what, _fmt(peak), _fmt(have), _fmt(tried),
+                              _fmt(ref_peak), M.CAND_FACTOR, _fmt(slack), where,
+                              detail), tb)
+        return Verdict("error", "%s memory ran out during the candidate's %s while it needed "
+                       "%s, within its allowance against the reference's %s%s (the "
+                       "evaluator's limit, not the candidate's doing); %s" % (
+                           kind.capitalize(), what, _fmt(peak), _fmt(ref_peak), where,
+                           detail), tb)
+
+    def kill_blame(self, w):
+        """Whose fault it would be if the jail's memory limit killed worker
+        w (the kernel kills the largest worker first: both raise their
+        oom_score_adj): the candidate's when its worker's peak host memory
+        is beyond its allowance against the reference's, else the
+        evaluator's -- the reference's worker, our code in the
+        candidate's, or a candidate within its allowance reached a limit
+        of ours."""
+        ref = self.host_hwm.get("ref", 0)
+        cand = self.host_hwm.get("cand", 0)
+        if w.role == "cand" and M.over_allowance(cand, ref, M.HOST_SLACK):
+            return "candidate"
+        return "evaluator"
+
+    def ref_figures(self, phase, kind):
+        """What the reference held and peaked at for the step a candidate's
+        worker failed in: after loading for construction, after making
+        inputs for our code, the forward's peak for calls."""
+        seen = self.mem_seen["ref"]
+        if kind == "host":
+            h = self.host_hwm.get("ref", 0)
+            return h, h
+        load = seen.get("load", {}).get("alloc", 0)
+        gen = seen.get("gen", {}).get("alloc", 0)
+        call = seen.get("call", {}).get("peak", 0)
+        if phase in ("load", "construct"):
+            return load, load
+        if phase in ("inputs", "fetch"):
+            return gen or load, gen or load
+        return gen or load, max(call, gen, load)

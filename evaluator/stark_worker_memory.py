@@ -1,0 +1,242 @@
+"""stark_worker_memory -- what a worker knows about memory: the problem's
+footprint estimated on PyTorch's meta device before anything is allocated
+(PLAN, reference only), the device's and the allocator's figures that GEN,
+CALL and LOAD replies carry for the referee's plan (stark_memory), the
+figures an out-of-memory failure is reported with, and the reference's
+repeatability check.
+
+Figures from the candidate's worker are its own word: the referee uses
+them to reserve memory and to tell whose allocations ran the device out,
+never to pass a candidate.
+"""
+
+import math
+import re
+import resource
+import weakref
+
+import torch
+
+import stark_wire as W
+
+try:
+    from torch.utils._python_dispatch import TorchDispatchMode
+except ImportError:             # an old torch: no estimate
+    TorchDispatchMode = object
+
+OOM_TYPES = ("OutOfMemoryError", "MemoryError")
+# A second output for the repeatability check is made only where the
+# device has this much free beyond it.
+REPEAT_ROOM = 256 << 20
+_TRIED = re.compile(r"Tried to allocate ([0-9.]+) ([KMGT]i?B)")
+_UNITS = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+          "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
+
+
+def is_oom(exc):
+    """Whether an exception says memory ran out (CUDA's or the host's)."""
+    return type(exc).__name__ in OOM_TYPES or "out of memory" in str(exc)[:2000]
+
+
+def tried_bytes(text):
+    """The allocation a CUDA out-of-memory message says failed, in bytes
+    (0 when it does not say)."""
+    m = _TRIED.search(text or "")
+    return int(float(m.group(1)) * _UNITS[m.group(2)]) if m else 0
+
+
+def host_rss():
+    """This process's resident and peak resident host memory in bytes."""
+    rss = hwm = 0
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1]) << 10
+                elif line.startswith("VmHWM:"):
+                    hwm = int(line.split()[1]) << 10
+    except (OSError, ValueError):
+        hwm = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10
+    return rss, hwm
+
+
+class _Tracker(TorchDispatchMode):
+    """Counts the bytes of the tensors that operators allocate (outputs
+    that are not views of their inputs) for as long as they live, and
+    their peak: the forward's allocations, on meta tensors."""
+
+    def __init__(self):
+        super().__init__()
+        self.live = 0
+        self.peak = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        rets = func._schema.returns
+        outs = out if isinstance(out, (tuple, list)) else [out]
+        for r, t in zip(rets, outs):
+            if isinstance(t, torch.Tensor) and r.alias_info is None:
+                n = t.numel() * t.element_size()
+                self.live += n
+                self.peak = max(self.peak, self.live)
+                weakref.finalize(t, self._freed, n)
+        return out
+
+    def _freed(self, n):
+        self.live -= n
+
+
+class _MetaFactories(torch.overrides.TorchFunctionMode
+                     if hasattr(torch.overrides, "TorchFunctionMode") else object):
+    """torch 1.x has no default device: factory functions sent to meta."""
+
+    NAMES = {"randn", "rand", "randint", "zeros", "ones", "empty", "full", "tensor",
+             "arange", "linspace", "eye", "randperm", "normal", "empty_strided",
+             "as_tensor", "randn_like", "rand_like", "zeros_like", "ones_like",
+             "empty_like", "full_like", "randint_like"}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if getattr(func, "__name__", "") in self.NAMES and getattr(func, "__module__", "") in (
+                "torch", "torch._C._VariableFunctions", None):
+            kwargs["device"] = "meta"
+        return func(*args, **kwargs)
+
+
+def _meta_device():
+    if hasattr(torch.device, "__enter__"):
+        return torch.device("meta")
+    return _MetaFactories()
+
+
+def _nbytes(items):
+    return sum(x.numel() * x.element_size() for x in items if isinstance(x, torch.Tensor))
+
+
+class Memory:
+    """The part of Worker that reports memory and plans (PLAN)."""
+
+    def mem_facts(self):
+        """This worker's device memory, for the referee's plan: bytes
+        allocated now and at the peak since the last reading (torch's
+        allocator), and the device's free and total bytes.  {} on CPUs."""
+        if self.device.type != "cuda":
+            return {}
+        try:
+            free, total = torch.cuda.mem_get_info(self.device)
+            facts = {"alloc": int(torch.cuda.memory_allocated(self.device)),
+                     "peak": int(torch.cuda.max_memory_allocated(self.device)),
+                     "reserved": int(torch.cuda.memory_reserved(self.device)),
+                     "free": int(free), "total": int(total)}
+            torch.cuda.reset_peak_memory_stats(self.device)
+            return facts
+        except Exception:
+            return {}
+
+    def oom_facts(self, exc):
+        """What an out-of-memory failure is reported with: the allocation
+        that failed, the worker's device figures (mem_facts) and its host
+        memory."""
+        facts = {"tried": tried_bytes(str(exc))}
+        if self.device.type == "cuda":
+            try:
+                facts.update({"alloc": int(torch.cuda.memory_allocated(self.device)),
+                              "peak": int(torch.cuda.max_memory_allocated(self.device))})
+                free, total = torch.cuda.mem_get_info(self.device)
+                facts.update({"free": int(free), "total": int(total)})
+            except Exception:
+                pass
+        facts["rss"], facts["hwm"] = host_rss()
+        return facts
+
+    def cmd_plan(self, args):
+        """Reference only, before LOAD: the problem's footprint estimated on
+        the meta device, where tensors have shapes and no memory -- the
+        model built with get_init_inputs(), the inputs of get_inputs(), one
+        forward with every operator's allocations counted while they live
+        (_Tracker): {"in", "out", "weights", "fwd"} in bytes, or
+        {"error": why} where the problem does not run on meta (an operator
+        without a meta kernel, data-dependent code, a copy to the host).
+        Convolutions' workspaces are not counted: the first trial's
+        measurement has them.  Also the device's free and total bytes."""
+        reply = {}
+        try:
+            reply["mem"] = self.mem_facts()
+        except Exception:
+            pass
+        try:
+            reply.update(self._estimate(int(args.get("init_seed", 0))))
+        except BaseException as e:
+            reply["error"] = W.exc_text(e)
+        return reply
+
+    def _estimate(self, seed):
+        mod = self.problem
+        dtype = torch.get_default_dtype()
+        try:
+            torch.set_default_dtype(torch.float32)
+            with _meta_device():
+                torch.manual_seed(seed)
+                init = list(mod.get_init_inputs())
+                model = mod.Model(*init)
+                items = list(mod.get_inputs())
+        finally:
+            torch.set_default_dtype(dtype)
+        weights = 0
+        if isinstance(model, torch.nn.Module):
+            model = model.to("meta")
+            weights = sum(p.numel() * p.element_size() for p in model.parameters()) + \
+                sum(b.numel() * b.element_size() for b in model.buffers())
+        items = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in items]
+        tracker = _Tracker()
+        with torch.no_grad(), tracker:
+            out = model(*items)
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            nout = _nbytes(outs)
+        del out, outs
+        return {"in": _nbytes(items), "out": nout, "weights": weights,
+                "fwd": max(tracker.peak, nout)}
+
+    def repeat_check(self, tols):
+        """Reference only, once: forward again on the same inputs and the
+        two outputs compared, so a reference that does not give the same
+        outputs twice is known before it judges anyone.  tols: (atol, rtol)
+        by dtype name.  Returns {"equal": bitwise, "nbad", "max_abs",
+        "index": the first output that differs} or {"digest_only": True,
+        "equal"} where there is no room for a second output."""
+        first = self.outputs
+        a = list(first) if isinstance(first, (tuple, list)) else [first]
+        if not all(type(t) is torch.Tensor and t.layout is torch.strided for t in a):
+            return {}
+        size = sum(t.numel() * t.element_size() for t in a)
+        room = True
+        if self.device.type == "cuda":
+            # Room for a second output and the forward's temporaries.
+            free, _ = torch.cuda.mem_get_info(self.device)
+            room = free > 2 * size + REPEAT_ROOM
+        if not room:
+            sums = [W.weighted_digest(t) for t in a]
+            del a
+            second = self._forward()
+            b = list(second) if isinstance(second, (tuple, list)) else [second]
+            same = len(b) == len(sums) and all(W.weighted_digest(t) == s for t, s in zip(b, sums))
+            return {"digest_only": True, "equal": same}
+        second = self._forward()
+        b = list(second) if isinstance(second, (tuple, list)) else [second]
+        res = {"equal": True, "nbad": 0, "max_abs": 0.0}
+        if len(b) != len(a):
+            return {"equal": False, "nbad": 1, "max_abs": math.inf, "index": 0}
+        for i, (x, y) in enumerate(zip(a, b)):
+            if x.shape != y.shape or x.dtype != y.dtype:
+                return {"equal": False, "nbad": max(x.numel(), 1), "max_abs": math.inf,
+                        "index": i}
+            if W.weighted_digest(x) == W.weighted_digest(y):
+                continue
+            res["equal"] = False
+            atol, rtol = tols.get(W.DTYPE_NAMES.get(x.dtype, ""), (0.0, 0.0))
+            r = W.compare_tensor(y, x, atol, rtol)
+            exact = W.compare_tensor(y, x, 0.0, 0.0)
+            res["max_abs"] = max(res["max_abs"], exact["max_abs"])
+            if r["nbad"] and "index" not in res:
+                res.update({"nbad": r["nbad"], "index": i, "numel": x.numel()})
+        return res

@@ -1,0 +1,77 @@
+#!/bin/bash
+# Memory end to end on the CPU, with the limits made small: outputs that
+# stream through the output window in many chunks (STARK_WINDOW_BYTES),
+# judged correct, and a mismatch in the last chunk found at its index;
+# whose fault running out of the run jail's memory is (STARK_RUN_MEM_MIB):
+# a candidate that takes far more than the reference crashes with both
+# figures, inputs that the evaluator's side cannot hold are an error that
+# names our limit; and the GPU memory ledger across processes
+# (tests/memory/ledger_check.py).  About a minute.  Prints TAP.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${STARK_BUILD:-build}
+STARK=$BUILD/stark
+PY=$(scripts/find-python 2>/dev/null) || { echo "1..0 # skip no python with torch"; exit 0; }
+export STARK_CACHE=${STARK_TEST_CACHE:-$PWD/tests/tmp/cache}
+mkdir -p "$STARK_CACHE"
+T=$(mktemp -d "${TMPDIR:-/tmp}/stark-e2e-memory.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+M=tests/memory
+
+n=0
+failed=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
+json() { "$PY" -c 'import json,sys; j=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null; }
+
+# case NAME ENV EXPECTED-STATUS PROBLEM SOLUTION CHECK-EXPR
+case_() {
+	local name=$1 envs=$2 want=$3 prob=$4 sol=$5 check=$6 st
+	env $envs "$STARK" eval "$prob" "$sol" --json --no-timing >"$T/out.json" 2>"$T/err.txt"
+	st=$(json "$T/out.json" 'j["status"]')
+	if [ "$st" != "$want" ]; then
+		not_ok "$name: status ${st:-none}, expected $want" \
+			"message: $(json "$T/out.json" 'j["message"]' | head -c 600)" \
+			"stderr: $(tail -c 400 "$T/err.txt")"
+	elif [ "$(json "$T/out.json" "$check")" != "True" ]; then
+		not_ok "$name: check failed: $check" "message: $(json "$T/out.json" 'j["message"]' | head -c 600)" \
+			"env: $(json "$T/out.json" 'j["env"]' | head -c 600)"
+	else
+		ok "$name -> $st"
+	fi
+}
+
+echo "1..7"
+if [ ! -x "$STARK" ]; then
+	for i in 1 2 3 4 5 6 7; do echo "not ok $i - $STARK is not built"; done
+	exit 1
+fi
+
+# Four outputs (float32, float16, bool, int64) through a 4 KiB window.
+case_ "outputs larger than the window stream through it in chunks" "STARK_WINDOW_BYTES=4096" \
+	correct $M/stream/problem.py $M/stream/honest.py \
+	'int(j["env"]["output_window"].split()[0]) > 50 and j["trials_passed"] == 5'
+case_ "a mismatch in the last chunk is found where it is" "STARK_WINDOW_BYTES=4096" \
+	incorrect $M/stream/problem.py $M/stream/wrong_last.py \
+	'j["first_bad"] == "[60, 332]" and "output 3 differs" in j["message"] and "1 of 20313" in j["message"]'
+case_ "the same candidate is judged alike with the default window" "" \
+	incorrect $M/stream/problem.py $M/stream/wrong_last.py \
+	'j["first_bad"] == "[60, 332]" and "output_window" not in j["env"]'
+# The run jail's memory made small: whose allocations reached it.
+case_ "a candidate far beyond the reference's host memory answers for the limit" \
+	"STARK_RUN_MEM_MIB=1024" crashed $M/hog/problem.py $M/hog/hog.py \
+	'"memory limit of 1024 MiB" in j["message"] and "candidate'"'"'s allocations" in j["message"] and "cand " in j["message"] and j["env"]["oom_blame"] == "candidate"'
+case_ "inputs the evaluator's side cannot hold are the evaluator's limit, named" \
+	"STARK_RUN_MEM_MIB=1024" error $M/inputs_oom/problem.py $M/inputs_oom/honest.py \
+	'"memory limit of 1024 MiB" in j["message"] and "evaluator'"'"'s own" in j["message"] and "STARK_RUN_MEM_MIB" in j["message"]'
+case_ "the reference's repeatability and the host memory are reported" "" \
+	correct $M/stream/problem.py $M/stream/honest.py \
+	'j["env"]["reference_repeat"] == "bitwise" and j["env"]["host_mem_mib"].startswith("referee ")'
+
+# The ledger across processes (its own TAP, summed up here).
+if out=$("$PY" $M/ledger_check.py 2>&1) && ! grep -q "^not ok" <<<"$out"; then
+	ok "the memory ledger: $(grep -c '^ok' <<<"$out") checks across processes"
+else
+	not_ok "the memory ledger" "$(grep -A3 '^not ok' <<<"$out" | head -20)"
+fi
+exit $failed

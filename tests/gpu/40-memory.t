@@ -1,0 +1,106 @@
+#!/bin/bash
+# Memory and launch-bound timing on a GPU at KernelBench's sizes (problems in
+# tests/gpu/memory/, written for STARK): 6 GiB outputs stream through the
+# output window and are judged correct with the memory plan in env; a
+# candidate that takes far more of the device than the reference answers for
+# running out; a problem that cannot fit twice is an error before loading; a
+# reference that is not deterministic is an error that says by how much;
+# four 6 GiB evaluations at once (--jobs 4) are admitted by the ledger and
+# all judged correct; a launch-bound model's honest copy reads 1.00x within
+# 2% three times; --l2-flush off times warm weights faster than flushed.
+# About 5 minutes on an H100.  Skips where no CUDA device is usable.
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${STARK_BUILD:-build}
+PY=$(scripts/find-python) || { echo "1..0 # skip no python with torch"; exit 0; }
+if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+	echo "1..0 # skip no usable CUDA device (torch.cuda.is_available() is false)"
+	exit 0
+fi
+TMP=$(mktemp -d) || exit 1
+trap 'rm -rf "$TMP"' EXIT
+M=tests/gpu/memory
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+notok() { n=$((n + 1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
+
+# judge NAME STATUS CHECK PROBLEM SOLUTION [stark options]: the verdict is
+# STATUS and the Python expression CHECK over the result `d` (env `e`) holds.
+# Prints the message and the memory notes either way (# lines).
+judge() {
+	local name=$1 want=$2 check=$3 prob=$4 sol=$5
+	shift 5
+	"$BUILD/stark" eval "$prob" "$sol" --device cuda --json "$@" >"$TMP/out.json" 2>"$TMP/err"
+	local got
+	got=$("$PY" - "$TMP/out.json" "$want" "$check" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except ValueError as e:
+    print("no JSON result: %s" % e); sys.exit()
+e = d.get("env") or {}
+notes = "; ".join("%s=%s" % (k, e[k]) for k in sorted(e) if k.startswith(("mem_", "output_window",
+                  "reference_repeat", "host_mem", "timing_spin", "l2_flush", "pair_ms")))
+ok = d.get("status") == sys.argv[2] and bool(eval(sys.argv[3]))
+print("good" if ok else "status %s (want %s): %s" % (d.get("status"), sys.argv[2],
+                                                    (d.get("message") or "")[:400]))
+print("# %s: %s" % (d.get("status"), (d.get("message") or "")[:300]))
+print("# %s" % notes[:900])
+print("# speedup %s, ref %s us, wall %.1f s" % (d.get("speedup"), d.get("ref_runtime_us"),
+                                               (d.get("wall_ms") or 0) / 1e3))
+PY
+)
+	if [ "$(head -1 <<<"$got")" = good ]; then ok "$name"; else notok "$name" "$(head -1 <<<"$got")" "$(tail -3 "$TMP/err")"; fi
+	tail -n +2 <<<"$got"
+	cp "$TMP/out.json" "$TMP/last.json"
+}
+echo "1..11"
+
+judge "6 GiB outputs stream through the window and are judged correct" correct \
+	'int(e["output_window"].split()[0]) >= 24 and "inputs 6.00 GiB" in e["mem_estimate"] and "mem_measured" in e and e["reference_repeat"].startswith("bitwise")' \
+	$M/big/problem.py $M/big/honest.py
+judge "a candidate that takes far more of the device than the reference answers for it" runtime_error \
+	'"far beyond the reference" in d["message"]' \
+	$M/big/problem.py $M/big/greedy.py --trials 1
+judge "inputs that cannot fit twice on the device: an error before anything loads" error \
+	'"cannot be judged on this device" in d["message"] and d["wall_ms"] < 60000' \
+	$M/huge/problem.py $M/huge/honest.py
+judge "a reference that is not deterministic: an error that says by how much" error \
+	'"not deterministic" in d["message"] and "max abs difference" in d["message"]' \
+	$M/dropout/problem.py $M/dropout/honest.py --no-timing
+
+# Four 6 GiB evaluations at once: more than the device holds, so the ledger
+# admits them in turn; none fails.
+for i in 1 2 3 4; do echo "$M/big/problem.py $M/big/honest.py"; done >"$TMP/batch"
+t0=$(date +%s)
+"$BUILD/stark" eval --batch "$TMP/batch" --jobs 4 --device cuda --trials 2 --min-reps 4 \
+	>"$TMP/batch.jsonl" 2>"$TMP/err"
+t1=$(date +%s)
+got=$("$PY" - "$TMP/batch.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+st = [r.get("status") for r in rows]
+waits = [float((r.get("env") or {}).get("mem_wait_ms", "0")) for r in rows]
+print("good" if st == ["correct"] * 4 and max(waits) > 0 else "statuses %s, waits %s: %s" % (
+    st, waits, "; ".join((r.get("message") or "")[:200] for r in rows if r.get("status") != "correct")))
+for r in rows:
+    e = r.get("env") or {}
+    print("# %s wait %s ms, reserved %s, wall %.1f s" % (r.get("status"), e.get("mem_wait_ms"),
+                                                       e.get("mem_reserved"), r.get("wall_ms", 0) / 1e3))
+PY
+)
+if [ "$(head -1 <<<"$got")" = good ]; then ok "four 6 GiB evaluations with --jobs 4: admitted in turn, all correct ($((t1 - t0)) s)"; else notok "four 6 GiB evaluations with --jobs 4" "$(head -1 <<<"$got")" "$(tail -3 "$TMP/err")"; fi
+tail -n +2 <<<"$got"
+
+# A launch-bound model: its honest copy at 1.00x within 2%, three times.
+for k in 1 2 3; do
+	judge "launch-bound model, evaluation $k: honest copy within 2% of 1.00x" correct \
+		'abs(d["speedup"] - 1) <= 0.02 and "timing_spin_short" not in e' \
+		$M/launch/problem.py $M/launch/honest.py
+done
+
+# Warm weights: the reference's time without the flush below its time with it.
+judge "--l2-flush on: recorded" correct '"MiB written" in e["l2_flush"]' $M/warm/problem.py $M/warm/honest.py
+on=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["ref_runtime_us"])' "$TMP/last.json")
+judge "--l2-flush off: recorded, and weights that fit the L2 read faster than flushed" correct \
+	'e["l2_flush"].startswith("off") and d["ref_runtime_us"] < 0.9 * '"$on" \
+	$M/warm/problem.py $M/warm/honest.py --l2-flush off
