@@ -26,6 +26,8 @@ in a module of its own with the trust notes of what it does:
   stark_referee_timing    the timing method and the timing phase
   stark_referee_readings  what timed readings mean (claims, guard, roofline)
   stark_referee_checks    integrity checks, probes and flags
+  stark_referee_verdicts  KernelBench's verdict beside stark's, and which
+                          decides
 This module holds the evaluation's flow (Evaluation.evaluate) and the
 result.
 """
@@ -47,6 +49,7 @@ from stark_referee_compare import Comparison
 from stark_referee_data import DataPath
 from stark_referee_lock import LOCK_FD, GpuLock, lock_usable
 from stark_referee_timing import SPIN_START_US, Timing
+from stark_referee_verdicts import Verdicts
 from stark_referee_workers import Workers
 
 DEADLINE_MARGIN_S = 0.5       # left to report after the last wait
@@ -111,7 +114,7 @@ def prewarm():
     return dict(PREWARM)
 
 
-class Evaluation(Workers, DataPath, Comparison, GpuLock, Timing, Checks):
+class Evaluation(Workers, DataPath, Comparison, GpuLock, Timing, Checks, Verdicts):
     """One evaluation: the flow is evaluate(); the parts it calls are the
     mixins' (see the module's docstring)."""
 
@@ -155,6 +158,12 @@ class Evaluation(Workers, DataPath, Comparison, GpuLock, Timing, Checks):
         self.lock_held = None       # "ex", "sh" or None
         self.lock_wait = {}         # seconds waited for the GPU lock, by mode
         self.spent = {}             # seconds by part of a pair (env pair_ms)
+        self.flag_why = {}          # flag -> why, for the message
+        self.precision_seen = []    # (what, output, statistics) of judged calls
+        self.below_tol = {}         # output -> (largest expected value, atol) under it
+        self.lenient = False        # stark's verdict failed; timed for KernelBench's
+        self.kb = None              # KernelBench's verdict (kernelbench_trials)
+        self.stark_failure = None   # stark's failed verdict, when it failed
 
     # -- the flow -------------------------------------------------------
     def run(self):
@@ -175,25 +184,46 @@ class Evaluation(Workers, DataPath, Comparison, GpuLock, Timing, Checks):
         return self.res
 
     def evaluate(self):
-        """The evaluation's flow, which ends by raising its Verdict."""
+        """The evaluation's flow, which ends by raising its Verdict: stark's
+        trials and KernelBench's, both verdicts recorded (decide), the
+        probes, the timing when either verdict passed, and the deciding
+        verdict."""
         self.start_up()
         if self.stage == "compile":
             self.stage_compile()
         self.load_models()
-        self.check_trials()
+        stark = None
+        try:
+            self.check_trials()
+        except Verdict as v:
+            if v.check is not None or v.status not in ("incorrect", "runtime_error"):
+                raise
+            stark = v
+        t0 = time.monotonic()
+        kb = self.kernelbench_trials()
+        self.res["env"]["kb_ms"] = "%.0f" % ((time.monotonic() - t0) * 1e3)
+        self.decide(stark, kb)
         t0 = time.monotonic()
         with self.gpu_shared():
             self.probe_ops()
         t1 = time.monotonic()
+        if not self.lenient:
+            # Precision is stark's question about a candidate it passed.
+            with self.gpu_shared():
+                self.probe_precision()
+            self.judge_precision()
+        t2 = time.monotonic()
         if self.req["timing"]:
             self.time_models()
-        t2 = time.monotonic()
-        with self.gpu_shared():
-            self.probe_shape()
-        # The probes' cost, which stage_ms leaves out: ops, shape.
-        self.res["env"]["probe_ms"] = "%.0f/%.0f" % ((t1 - t0) * 1e3,
-                                                     (time.monotonic() - t2) * 1e3)
-        raise Verdict("correct", self.correct_message())
+        t3 = time.monotonic()
+        if not self.lenient:
+            with self.gpu_shared():
+                self.probe_shape()
+        # The probes' cost, which stage_ms leaves out: ops, precision, shape.
+        self.res["env"]["probe_ms"] = "%.0f/%.0f/%.0f" % (
+            (t1 - t0) * 1e3, (t2 - t1) * 1e3, (time.monotonic() - t3) * 1e3)
+        self.note_below_tolerance()
+        raise self.final_verdict()
 
     # -- its steps -------------------------------------------------------
     def start_up(self):
@@ -318,7 +348,9 @@ class Evaluation(Workers, DataPath, Comparison, GpuLock, Timing, Checks):
             what = "trial %d of %d%s" % (t + 1, trials, ", scaled inputs" if variant else "")
             t1 = time.monotonic()
             with self.gpu_shared():
-                _, _, _, bad = self.run_pair("trial-%d" % t, what, variant=variant)
+                # The first trial is judged for precision too (judge_precision).
+                _, _, _, bad = self.run_pair("trial-%d" % t, what, variant=variant,
+                                             judge={"precision": True} if t == 0 else None)
             took.append("%.0f" % ((time.monotonic() - t1) * 1e3))
             self.res["env"]["trial_ms"] = "/".join(took[:12])
             self.res["trials_run"] = t + 1
@@ -332,10 +364,19 @@ class Evaluation(Workers, DataPath, Comparison, GpuLock, Timing, Checks):
                           % (trials - self.res["trials_passed"], trials, first_fail))
 
     # -- the result ------------------------------------------------------
-    def correct_message(self):
-        """The message of a correct result: the trials, and the timings."""
-        msg = "%d of %d trials match (max abs err %.3g, max rel err %.3g)" % (
-            self.res["trials_passed"], self.res["trials_run"], self.max_abs, self.max_rel)
+    def note_below_tolerance(self):
+        """env.below_tolerance: the outputs whose expected values all sit
+        under the absolute tolerance (zeros would pass them elementwise:
+        the scale rule judges them)."""
+        if self.below_tol:
+            self.res["env"]["below_tolerance"] = "; ".join(
+                "output %d: every expected value under atol=%g (the largest %.3g): judged "
+                "against its own scale too" % (i, atol, mx)
+                for i, (mx, atol) in sorted(self.below_tol.items()))[:900]
+
+    def timing_message(self):
+        """The timings' part of the message ("" when timing was off)."""
+        msg = ""
         r = self.res
         if self.req["timing"] and not r.get("reps"):
             msg += "; not timed: no time was left before the deadline"

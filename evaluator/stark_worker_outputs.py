@@ -15,9 +15,12 @@ import copy
 
 import torch
 
+import stark_rules as R
 import stark_wire as W
 
 RECHECK_BYTES = 2 << 30      # cap on the float64 outputs of a recheck (_exact)
+RECHECK_IN_BYTES = 4 << 30   # and on its float64 inputs
+JITTER_SEED = 0x5EED_F64      # the jittered float64 run's noise (stark_rules.jitter_)
 
 
 def storage_span(t):
@@ -172,18 +175,10 @@ class Outputs:
             reply["digest_ok"] = (isinstance(claimed, list) and len(claimed) == len(got) and
                                   all(type(c) is int and c == W.output_digest(g)
                                       for c, g in zip(claimed, got)))
-        slack = header.get("recheck")
-        slack = float(slack) if type(slack) in (int, float) and slack > 0 else 0.0
-        results = []
-        for i, (g, want, (atol, rtol)) in enumerate(zip(got, kept, tols)):
-            r = W.compare_tensor(g, want.detach(), atol, rtol)
-            if r["nbad"] and slack and want.is_floating_point():
-                r = self._recheck(i, g, want.detach(), atol, rtol, slack, r)
-            results.append(r)
-            if r["nbad"]:
-                break
+        results = self._judge(got, kept, tols, header)
         self.kept = None
         self.exact = None
+        self.exact_j = None
         self.outputs = None
         del got
         reply["results"] = results
@@ -191,7 +186,63 @@ class Outputs:
             reply["window"] = self.window.pin_error
         return reply
 
-    def _recheck(self, i, got, want, atol, rtol, slack, first):
+    def _judge(self, got, kept, tols, header):
+        """The per-output results of COMPARE.  Header keys (the referee's):
+          recheck  slack of the float64 second opinion (0: none);
+          scale    per output, the scale rule's fraction (stark_rules);
+          scale_slack  the scale rule's second-opinion slack;
+          precision    true: precision statistics against the float64 run
+                   (and its jittered twin) for every floating output;
+                   "probe": the same, where the last GEN centred inputs
+                   (stark_rules.centre_inputs) -- a probe whose inputs
+                   did not change is not worth the float64 runs;
+          kb       [atol, rtol]: KernelBench's torch.allclose only.
+        Stops at the first output that fails, as the message names only
+        that one."""
+        def num(v):
+            return float(v) if type(v) in (int, float) and v > 0 else 0.0
+        slack = num(header.get("recheck"))
+        fracs = header.get("scale") if isinstance(header.get("scale"), list) else []
+        sslack = num(header.get("scale_slack"))
+        kb = header.get("kb")
+        results = []
+        for i, (g, want, (atol, rtol)) in enumerate(zip(got, kept, tols)):
+            want = want.detach()
+            if isinstance(kb, list) and len(kb) == 2:
+                try:
+                    results.append(R.kb_allclose(g, want, float(kb[0]), float(kb[1])))
+                except Exception as e:      # what KernelBench meets as an exception
+                    results.append({"error": W.exc_text(e)})
+                continue
+            r = W.compare_tensor(g, want, atol, rtol)
+            frac = num(fracs[i]) if i < len(fracs) else 0.0
+            r["scale_bad"] = R.scale_bad(r, frac)
+            if (r["nbad"] or r["scale_bad"]) and slack and want.is_floating_point():
+                r = self._recheck(i, g, want, atol, rtol, slack, r, frac, sslack)
+            prec = header.get("precision")
+            if prec == "probe" and not self.centred:
+                r["precision"] = {"error": "nothing to centre: every floating input already "
+                                  "holds negative values (the first trial judges alone)"}
+            elif prec in (True, "probe") and want.is_floating_point():
+                r["precision"] = self._precision(i, g, want)
+            results.append(r)
+            if r["nbad"] or r["scale_bad"]:
+                break
+        return results
+
+    def _precision(self, i, got, want):
+        """Output i's precision statistics (stark_rules.precision_stats), or
+        {"error": why} where the float64 runs cannot serve."""
+        exact = self._exact()
+        if isinstance(exact, str):
+            return {"error": exact}
+        jit = self._exact(jittered=True)
+        st = R.precision_stats(got, want, exact[i], None if isinstance(jit, str) else jit[i])
+        if isinstance(jit, str):
+            st["in_error"] = jit
+        return st
+
+    def _recheck(self, i, got, want, atol, rtol, slack, first, frac=0.0, sslack=0.0):
         """Output i failed the comparison with the reference: the second
         opinion of the reference's float64 run (stark_wire.compare_exact).
         An honest kernel can be closer to the exact result than the
@@ -204,25 +255,36 @@ class Outputs:
         if isinstance(exact, str):
             first["recheck"] = {"error": exact}
             return first
-        r = W.compare_exact(got, want, exact[i], atol, rtol, slack)
-        if "error" in r:
-            first["recheck"] = {"error": r["error"]}
-            return first
-        info = {"ref_err": r["ref_err"], "nbad": r["nbad"], "max_abs": r["max_abs"]}
-        if r["nbad"]:
+        if first["nbad"]:
+            r = W.compare_exact(got, want, exact[i], atol, rtol, slack)
+            if "error" in r:
+                first["recheck"] = {"error": r["error"]}
+                return first
+        else:
+            r = dict(first)
+            r["ref_err"] = float("nan")
+        sc = R.scale_exact(got, want, exact[i], frac, sslack) if frac else {"bad": False}
+        r["scale_bad"] = sc["bad"]
+        info = {"ref_err": r["ref_err"], "nbad": r["nbad"], "max_abs": r["max_abs"],
+                "scale": sc}
+        if r["nbad"] or r["scale_bad"]:
             first["recheck"] = info
             return first
         r["recheck"] = info
         return r
 
-    def _exact(self):
+    def _exact(self, jittered=False):
         """The reference's outputs of this call computed in float64: a copy
         of the model with floating parameters and buffers in float64 (made
         once, from the model as it is now), run on the inputs as they were
-        before the call (the pristine copies).  Cached for the call.
-        Returns a list of tensors, or why there is none."""
-        if self.exact is not None:
-            return self.exact
+        before the call (the pristine copies).  With `jittered`, the same
+        run with every floating input, parameter and buffer moved by one
+        float32 rounding (stark_rules.jitter_, from a fixed seed), the
+        parameters restored after.  Cached for the call.  Returns a list of
+        tensors, or why there is none."""
+        cached = self.exact_j if jittered else self.exact
+        if cached is not None:
+            return cached
         why = None
         try:
             if not isinstance(self.model, torch.nn.Module):
@@ -231,14 +293,28 @@ class Outputs:
                 why = "the call's inputs are not all kept"
             elif sum(t.numel() for t in self.kept or []) * 8 > RECHECK_BYTES:
                 why = "the float64 outputs would pass %d GiB" % (RECHECK_BYTES >> 30)
+            elif sum(x.numel() for x in self.pristine) * 8 > RECHECK_IN_BYTES:
+                why = "the float64 inputs would pass %d GiB" % (RECHECK_IN_BYTES >> 30)
             else:
                 if self.model64 is None:
                     self.model64 = copy.deepcopy(self.model).to(torch.float64)
+                gen = None
+                if jittered:
+                    gen = torch.Generator(device=self.device)
+                    gen.manual_seed(JITTER_SEED)
                 args = W.with_tensors(self.inputs, [
-                    x.to(torch.float64) if x.is_floating_point() else x
+                    (R.jitter_(x.to(torch.float64), gen) if gen is not None
+                     else x.to(torch.float64)) if x.is_floating_point() else x
                     for x in self.pristine])
-                with torch.no_grad():
-                    out = self.model64(*args)
+                try:
+                    if gen is not None:
+                        self._model64_jitter(gen)
+                    with torch.no_grad():
+                        out = self.model64(*args)
+                finally:
+                    if gen is not None:
+                        self._model64_restore()
+                del args
                 items = list(out) if isinstance(out, (tuple, list)) else [out]
                 if not all(isinstance(t, torch.Tensor) for t in items):
                     why = "the float64 run returned something other than tensors"
@@ -246,9 +322,32 @@ class Outputs:
                     why = "the float64 run returned %d outputs, not %d" % (
                         len(items), len(self.kept or []))
                 else:
-                    self.exact = [t.detach() for t in items]
-                    return self.exact
+                    items = [t.detach() for t in items]
+                    if jittered:
+                        self.exact_j = items
+                    else:
+                        self.exact = items
+                    return items
         except Exception as e:          # any failure: no recheck, the first verdict stands
             why = "the float64 run failed: " + W.exc_text(e)
-        self.exact = why
+        if jittered:
+            self.exact_j = why
+        else:
+            self.exact = why
         return why
+
+    def _model64_jitter(self, gen):
+        with torch.no_grad():
+            for t in self.model64.state_dict().values():
+                if isinstance(t, torch.Tensor) and t.dtype == torch.float64:
+                    R.jitter_(t, gen)
+
+    def _model64_restore(self):
+        """The float64 copy's parameters and buffers back to the model's."""
+        with torch.no_grad():
+            src = self.model.state_dict()
+            for k, t in self.model64.state_dict().items():
+                v = src.get(k)
+                if (isinstance(t, torch.Tensor) and t.dtype == torch.float64 and
+                        isinstance(v, torch.Tensor) and v.shape == t.shape):
+                    t.copy_(v.to(torch.float64))

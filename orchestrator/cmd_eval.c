@@ -69,6 +69,7 @@ struct eval_args {
 	double target_rse;  /* --target-rse, or NAN: the request's default */
 	const char *cache;
 	const char *gpu_lock; /* --gpu-lock FILE, or NULL */
+	const char *verdict;  /* --verdict stark|kernelbench, or NULL: stark */
 };
 
 /* How evaluations start: the options of both stages, and the zygote. */
@@ -106,6 +107,9 @@ static void usage(FILE *f)
 		"                         inputs and allocations (over 4: keep each model's\n"
 		"                         fastest 4 by a scan) and report the fastest\n"
 		"                         pool's times (1-%u) [%u]\n"
+		"  --verdict stark|kernelbench  which verdict decides the status: stark's own, or\n"
+		"                         KernelBench's (torch.allclose, atol=rtol=1e-4, on its\n"
+		"                         harness's 5 inputs); the result carries both [stark]\n"
 		"  --cache DIR            build cache [$STARK_CACHE, $XDG_CACHE_HOME/stark, ~/.cache/stark]\n"
 		"  --stage all|split|auto one evaluator process; a compile process then a run\n"
 		"                         process sharing the cache; or split only when the\n"
@@ -152,7 +156,7 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 		{"batch", required_argument, NULL, 'b'},	 {"jobs", required_argument, NULL, 'J'},
 		{"gpu-lock", required_argument, NULL, 'L'},	 {"help", no_argument, NULL, 'h'},
 		{"min-reps", required_argument, NULL, 'r'},	 {"target-rse", required_argument, NULL, 'R'},
-		{"placements", required_argument, NULL, 'P'},
+		{"placements", required_argument, NULL, 'P'},	 {"verdict", required_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	uint64_t v;
@@ -229,6 +233,11 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 			a->no_jail = !strcmp(optarg, "none");
 			break;
 		case 'I': a->insecure = true; break;
+		case 'V':
+			if (strcmp(optarg, "stark") && strcmp(optarg, "kernelbench"))
+				return stark_error(CLI_USAGE, "eval: --verdict must be stark or kernelbench, not '%s'", optarg);
+			a->verdict = optarg;
+			break;
 		case 'L':
 			if (!*optarg)
 				return stark_error(CLI_USAGE, "eval: --gpu-lock needs a file name");
@@ -301,7 +310,8 @@ static int build_request(const struct eval_args *a, const char *problem, const c
 	rq->format = str_dup(memmem(rq->solution_src, rq->solution_len, "stark_cuda", 10) ? "fast"
 										  : "kernelbench");
 	rq->cache_dir = str_dup(cache);
-	if (!rq->id || !rq->device || !rq->format || !rq->cache_dir) {
+	rq->verdict = str_dup(a->verdict ? a->verdict : "stark");
+	if (!rq->id || !rq->device || !rq->format || !rq->cache_dir || !rq->verdict) {
 		snprintf(err, errlen, "out of memory");
 		return CLI_FAILURE;
 	}
@@ -431,6 +441,44 @@ static json_t *timing_json(const struct evalrun_info *info)
 }
 
 /* The result as the JSON object of the contract (the top of the file). */
+/* One verdict of "verdicts": its status (null where it was not reached),
+ * whether it is correct, and why. */
+static json_t *verdict_json(const char *status, const char *reason)
+{
+	json_t *o = json_object();
+
+	if (!o)
+		return json_null();
+	json_object_set_new(o, "status", str_or_null(status));
+	json_object_set_new(o, "correct", json_boolean(status && !strcmp(status, "correct")));
+	json_object_set_new(o, "reason", str_or_null(reason));
+	return o;
+}
+
+/* "verdicts": stark's and KernelBench's.  Where the evaluation ended before
+ * the verdicts were recorded (a build or load failure, a rejection, crash
+ * or timeout during the trials), stark's is the status and KernelBench's
+ * is not known (null). */
+static json_t *verdicts_json(const struct proto_result *rs)
+{
+	bool reached = rs->stark_status && *rs->stark_status;
+	json_t *o = json_object(), *kb;
+
+	if (!o)
+		return json_null();
+	json_object_set_new(o, "stark", verdict_json(reached ? rs->stark_status
+							   : proto_status_name(rs->status),
+						   reached ? rs->stark_reason : rs->message));
+	kb = verdict_json(rs->kb_status, rs->kb_reason);
+	if (json_is_object(kb)) {
+		json_object_set_new(kb, "trials_run", json_integer(rs->kb_trials_run));
+		json_object_set_new(kb, "trials_passed", json_integer(rs->kb_trials_passed));
+		json_object_set_new(kb, "max_difference", num(rs->kb_max_diff));
+	}
+	json_object_set_new(o, "kernelbench", kb);
+	return o;
+}
+
 static json_t *result_json(const struct eval_args *a, const char *problem, const char *solution,
 			   const struct proto_result *rs, const struct evalrun_info *info)
 {
@@ -467,6 +515,9 @@ static json_t *result_json(const struct eval_args *a, const char *problem, const
 	json_object_set_new(o, "max_rel_err", num(rs->max_rel_err));
 	json_object_set_new(o, "first_bad", str_or_null(rs->first_bad));
 	json_object_set_new(o, "flags", flags);
+	json_object_set_new(o, "verdict", json_string(rs->verdict && *rs->verdict ? rs->verdict
+						     : a->verdict ? a->verdict : "stark"));
+	json_object_set_new(o, "verdicts", verdicts_json(rs));
 	json_object_set_new(o, "env", env);
 	json_object_set_new(o, "stage_ms", st);
 	json_object_set_new(o, "log", str_or_null(rs->log));
@@ -548,11 +599,20 @@ static int print_human(const struct proto_result *rs, const struct evalrun_info 
 		printf("  reference  %-12s median, 95%% CI [%s, %s]\n", r, rlo, rhi);
 		printf("  speedup    %.3gx (%u timed calls of each, interleaved)\n", rs->speedup,
 		       rs->reps);
+		/* Flags' reasons and a verdict that differs are in the message. */
+		if (rs->nflags || (rs->kb_status && *rs->kb_status && strcmp(rs->kb_status, "correct")))
+			printf("  message    %s\n", rs->message ? rs->message : "");
 	} else {
 		printf("%s: %s\n", proto_status_name(rs->status), rs->message ? rs->message : "");
 	}
 	for (uint32_t i = 0; i < rs->nflags; i++)
 		printf("  flag       %s\n", rs->flags[i]);
+	if (rs->stark_status && *rs->stark_status)
+		printf("  verdicts   stark %s, kernelbench %s (%u of %u trials within torch.allclose);"
+		       " %s decides\n",
+		       rs->stark_status, rs->kb_status && *rs->kb_status ? rs->kb_status : "n/a",
+		       rs->kb_trials_passed, rs->kb_trials_run,
+		       rs->verdict && *rs->verdict ? rs->verdict : "stark");
 	for (int i = 0; i < 4; i++)
 		staged |= isfinite(rs->stage_ms[i]);
 	if (staged)
