@@ -185,9 +185,11 @@ class Evaluation(Workers, DataPath, Comparison, GpuLock, Timing, Checks, Verdict
 
     def evaluate(self):
         """The evaluation's flow, which ends by raising its Verdict: stark's
-        trials and KernelBench's, both verdicts recorded (decide), the
-        probes, the timing when either verdict passed, and the deciding
-        verdict."""
+        trials; when they passed, the probes and the timing; KernelBench's
+        trials last (its inputs, cast to float32 whatever the problem's
+        dtypes, can crash a kernel that reads integers; nothing of stark's
+        verdict runs after them); both verdicts recorded (decide); when
+        only KernelBench's passed, the candidate is timed after it."""
         self.start_up()
         if self.stage == "compile":
             self.stage_compile()
@@ -199,10 +201,22 @@ class Evaluation(Workers, DataPath, Comparison, GpuLock, Timing, Checks, Verdict
             if v.check is not None or v.status not in ("incorrect", "runtime_error"):
                 raise
             stark = v
+        if stark is None:
+            self.probes_and_timing()
         t0 = time.monotonic()
         kb = self.kernelbench_trials()
         self.res["env"]["kb_ms"] = "%.0f" % ((time.monotonic() - t0) * 1e3)
         self.decide(stark, kb)
+        if stark is not None:
+            # stark's verdict failed and KernelBench's passed: timed for
+            # KernelBench's (fast_p under its verdict).
+            self.probes_and_timing()
+        self.note_below_tolerance()
+        raise self.final_verdict()
+
+    def probes_and_timing(self):
+        """The probes (operators; precision and shape only for a candidate
+        stark's trials passed) and the timing phase."""
         t0 = time.monotonic()
         with self.gpu_shared():
             self.probe_ops()
@@ -222,8 +236,6 @@ class Evaluation(Workers, DataPath, Comparison, GpuLock, Timing, Checks, Verdict
         # The probes' cost, which stage_ms leaves out: ops, precision, shape.
         self.res["env"]["probe_ms"] = "%.0f/%.0f/%.0f" % (
             (t1 - t0) * 1e3, (t2 - t1) * 1e3, (time.monotonic() - t3) * 1e3)
-        self.note_below_tolerance()
-        raise self.final_verdict()
 
     # -- its steps -------------------------------------------------------
     def start_up(self):

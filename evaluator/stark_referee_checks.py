@@ -40,7 +40,10 @@ NON_COMPUTING = frozenset("aten::" + n for n in (
     "is_nonzero result_type size stride dim numel set record_stream diagonal unfold "
     "view_as_real view_as_complex detach_copy is_same_size _has_compatible_shallow_copy_type "
     "pin_memory _pin_memory is_pinned constant_pad_nd pad repeat tile expand_copy "
-    "_nested_tensor_from_mask_left_aligned align_to refine_names rename").split())
+    "_nested_tensor_from_mask_left_aligned align_to refine_names rename resolve_conj "
+    "resolve_neg conj _conj _neg_view alias_copy view_copy _reshape_copy "
+    "is_floating_point is_complex is_contiguous sym_size sym_stride sym_numel "
+    "sym_storage_offset storage_offset").split())
 
 # Operators that do the same heavy work under other names: a candidate that
 # dispatches one of a family the reference uses calls the reference's work

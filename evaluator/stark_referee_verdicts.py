@@ -76,15 +76,15 @@ class Verdicts:
 
     def kernelbench_trials(self):
         """KernelBench's verdict on this candidate: a dict with status
-        (correct, incorrect, runtime_error, or error where its harness
-        cannot run the reference), reason, trials_run, trials_passed and
-        max_diff (the largest difference over the trials).  Integrity
-        failures, crashes and timeouts raise, as in stark's trials."""
+        (correct, incorrect, runtime_error, crashed or timeout, or error
+        where its harness cannot run the reference), reason, trials_run,
+        trials_passed and max_diff (the largest difference over the
+        trials).  Integrity failures raise, as in stark's trials."""
         tol = R.KB_TOLERANCE[KB_PRECISION]
         seeds = R.kb_trial_seeds()
         n = len(seeds)
         kb = {"status": "correct", "reason": "", "trials_run": 0, "trials_passed": 0,
-              "max_diff": 0.0}
+              "max_diff": None}
         fails, worst_used, stop = [], 0.0, None
         for t, seed in enumerate(seeds):
             what = "KernelBench trial %d of %d" % (t + 1, n)
@@ -96,7 +96,15 @@ class Verdicts:
                 kb["trials_run"] = t + 1
                 break
             except Verdict as v:
-                if v.check is not None or v.status not in ("runtime_error", "error"):
+                if v.check is not None:
+                    raise
+                if v.status in ("crashed", "timeout"):
+                    # Its worker is gone: the trials stop, stark's verdict
+                    # (complete before them) stands.
+                    stop = (v.status, "trial %d: %s" % (t + 1, v.message))
+                    kb["trials_run"] = t + 1
+                    break
+                if v.status not in ("runtime_error", "error"):
                     raise
                 if v.status == "error":
                     stop = ("error", "KernelBench's harness cannot run this problem's "
@@ -107,9 +115,8 @@ class Verdicts:
                 kb["trials_run"] = t + 1
                 break
             kb["trials_run"] = t + 1
-            md = r["max_diff"]
-            kb["max_diff"] = md if (md != md or kb["max_diff"] != kb["max_diff"]) else \
-                max(kb["max_diff"], md)
+            md, prev = r["max_diff"], kb["max_diff"]
+            kb["max_diff"] = md if (prev is None or md != md or prev != prev) else max(prev, md)
             if r["close"]:
                 kb["trials_passed"] += 1
                 worst_used = max(worst_used, r["used"])
@@ -132,7 +139,7 @@ class Verdicts:
                                     str(f[0]) for f in fails[1:])))
         else:
             kb["reason"] = ("%s; largest difference %.3g, %.0f%% of the tolerance at its "
-                            "worst element" % (head, kb["max_diff"], 100 * worst_used))
+                            "worst element" % (head, number(kb["max_diff"]), 100 * worst_used))
         return kb
 
     def _kb_trial(self, t, seed, what, tol):

@@ -941,6 +941,52 @@ START_TEST(eval_precision)
 }
 END_TEST
 
+/* KernelBench's inputs are cast to float32 whatever the problem's dtypes;
+   a kernel that reads integers may crash on them.  Its trials run last, so
+   the crash is KernelBench's verdict and stark's stands. */
+START_TEST(eval_kb_crash)
+{
+	static const char problem[] =
+		"import torch\nimport torch.nn as nn\n"
+		"class Model(nn.Module):\n"
+		"    def __init__(self):\n"
+		"        super().__init__()\n"
+		"    def forward(self, table, idx):\n"
+		"        return table.long()[idx.long()]\n"
+		"def get_inputs():\n"
+		"    return [torch.randint(0, 100, (100,), dtype=torch.int32),"
+		" torch.randint(0, 100, (16,), dtype=torch.int32)]\n"
+		"def get_init_inputs():\n"
+		"    return []\n";
+	static const char sol[] =
+		"import os, signal\nimport numpy as np\nimport torch\nimport torch.nn as nn\n"
+		"class ModelNew(nn.Module):\n"
+		"    def __init__(self):\n"
+		"        super().__init__()\n"
+		"    def forward(self, table, idx):\n"
+		"        if table.dtype != torch.int32:\n"
+		"            os.kill(os.getpid(), signal.SIGSEGV)\n"
+		"        t = table.numpy().astype(np.int64)\n"
+		"        return torch.from_numpy(t[idx.numpy()])\n";
+	struct proto_request rq;
+	struct proto_result rs;
+
+	fill_request(&rq, problem, sol);
+	evpy_set_secret(rq.seed);
+	proto_result_init(&rs);
+	ck_assert_int_eq(evaluate_all(&rq, &rs), 0);
+	ck_assert_msg(rs.status == PROTO_ST_CORRECT, "%s", rs.message);
+	ck_assert_str_eq(rs.kb_status, "crashed");
+	ck_assert_uint_eq(rs.kb_trials_run, 1);
+	ck_assert(isnan(rs.kb_max_diff));
+	ck_assert_msg(strstr(rs.message, "kernelbench verdict: crashed") &&
+			      strstr(rs.message, "SIGSEGV"),
+		      "%s", rs.message);
+	proto_result_release(&rs);
+	proto_request_release(&rq);
+}
+END_TEST
+
 /* The two verdicts differ the other way: a two-pass variance is closer to
    the exact result than the cancelling reference, which stark's float64
    second opinion sees and KernelBench's allclose does not. */
@@ -1441,6 +1487,7 @@ static Suite *evaluator_suite(void)
 	tcase_add_test(whole, eval_reference_op);
 	tcase_add_test(whole, eval_precision);
 	tcase_add_test(whole, eval_verdicts_differ);
+	tcase_add_test(whole, eval_kb_crash);
 	tcase_add_test(whole, eval_incorrect);
 	tcase_add_test(whole, eval_runtime_error);
 	tcase_add_test(whole, eval_no_modelnew);
