@@ -126,6 +126,7 @@ struct eval_args {
 	uint32_t min_reps;  /* --min-reps, or 0: the request's default */
 	uint32_t placements; /* --placements, or 0: the request's default */
 	int l2_flush;	    /* --l2-flush: 1 on, 0 off, -1 the request's default */
+	const char *verdict; /* --verdict stark|kernelbench, or NULL: stark */
 	double target_rse;  /* --target-rse, or NAN: the request's default */
 	const char *cache;
 	const char *gpu_lock; /* --gpu-lock FILE, or NULL */

@@ -82,6 +82,9 @@ static void usage(FILE *f)
 		"  --l2-flush on|off      on a GPU, flush the L2 cache before every timed call;\n"
 		"                         off times with what the cache holds, as KernelBench's\n"
 		"                         published times do [on]\n"
+		"  --verdict stark|kernelbench  which verdict decides the status: stark's own, or\n"
+		"                         KernelBench's (torch.allclose, atol=rtol=1e-4, on its\n"
+		"                         harness's 5 inputs); the result carries both [stark]\n"
 		"  --cache DIR            build cache [$STARK_CACHE, $XDG_CACHE_HOME/stark, ~/.cache/stark]\n"
 		"  --stage all|split|auto one evaluator process; a compile process then a run\n"
 		"                         process sharing the cache; or split only when the\n"
@@ -129,7 +132,7 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 		{"gpu-lock", required_argument, NULL, 'L'},	 {"help", no_argument, NULL, 'h'},
 		{"min-reps", required_argument, NULL, 'r'},	 {"target-rse", required_argument, NULL, 'R'},
 		{"placements", required_argument, NULL, 'P'},
-		{"l2-flush", required_argument, NULL, 'F'},
+		{"l2-flush", required_argument, NULL, 'F'},	 {"verdict", required_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	uint64_t v;
@@ -212,6 +215,11 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 			a->no_jail = !strcmp(optarg, "none");
 			break;
 		case 'I': a->insecure = true; break;
+		case 'V':
+			if (strcmp(optarg, "stark") && strcmp(optarg, "kernelbench"))
+				return stark_error(CLI_USAGE, "eval: --verdict must be stark or kernelbench, not '%s'", optarg);
+			a->verdict = optarg;
+			break;
 		case 'L':
 			if (!*optarg)
 				return stark_error(CLI_USAGE, "eval: --gpu-lock needs a file name");

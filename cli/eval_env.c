@@ -63,7 +63,8 @@ int cli_eval_request(const struct eval_args *a, const char *problem, const char 
 	rq->format = str_dup(memmem(rq->solution_src, rq->solution_len, "stark_cuda", 10) ? "fast"
 										  : "kernelbench");
 	rq->cache_dir = str_dup(cache);
-	if (!rq->id || !rq->device || !rq->format || !rq->cache_dir) {
+	rq->verdict = str_dup(a->verdict ? a->verdict : "stark");
+	if (!rq->id || !rq->device || !rq->format || !rq->cache_dir || !rq->verdict) {
 		snprintf(err, errlen, "out of memory");
 		return CLI_FAILURE;
 	}

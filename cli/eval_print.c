@@ -94,6 +94,44 @@ static json_t *timing_json(const struct evalrun_info *info)
 	return t;
 }
 
+/* One verdict of "verdicts": its status (null where it was not reached),
+ * whether it is correct, and why. */
+static json_t *verdict_json(const char *status, const char *reason)
+{
+	json_t *o = json_object();
+
+	if (!o)
+		return json_null();
+	json_object_set_new(o, "status", str_or_null(status));
+	json_object_set_new(o, "correct", json_boolean(status && !strcmp(status, "correct")));
+	json_object_set_new(o, "reason", str_or_null(reason));
+	return o;
+}
+
+/* "verdicts": stark's and KernelBench's.  Where the evaluation ended before
+ * the verdicts were recorded (a build or load failure, a rejection, crash
+ * or timeout during the trials), stark's is the status and KernelBench's
+ * is not known (null). */
+static json_t *verdicts_json(const struct proto_result *rs)
+{
+	bool reached = rs->stark_status && *rs->stark_status;
+	json_t *o = json_object(), *kb;
+
+	if (!o)
+		return json_null();
+	json_object_set_new(o, "stark", verdict_json(reached ? rs->stark_status
+							   : proto_status_name(rs->status),
+						   reached ? rs->stark_reason : rs->message));
+	kb = verdict_json(rs->kb_status, rs->kb_reason);
+	if (json_is_object(kb)) {
+		json_object_set_new(kb, "trials_run", json_integer(rs->kb_trials_run));
+		json_object_set_new(kb, "trials_passed", json_integer(rs->kb_trials_passed));
+		json_object_set_new(kb, "max_difference", num(rs->kb_max_diff));
+	}
+	json_object_set_new(o, "kernelbench", kb);
+	return o;
+}
+
 /* The result as the JSON object of the contract (the top of the file). */
 json_t *cli_eval_json(const struct eval_args *a, const char *problem, const char *solution,
 			   const struct proto_result *rs, const struct evalrun_info *info)
@@ -131,6 +169,9 @@ json_t *cli_eval_json(const struct eval_args *a, const char *problem, const char
 	json_object_set_new(o, "max_rel_err", num(rs->max_rel_err));
 	json_object_set_new(o, "first_bad", str_or_null(rs->first_bad));
 	json_object_set_new(o, "flags", flags);
+	json_object_set_new(o, "verdict", json_string(rs->verdict && *rs->verdict ? rs->verdict
+						     : a->verdict ? a->verdict : "stark"));
+	json_object_set_new(o, "verdicts", verdicts_json(rs));
 	json_object_set_new(o, "env", env);
 	json_object_set_new(o, "stage_ms", st);
 	json_object_set_new(o, "log", str_or_null(rs->log));
@@ -212,6 +253,9 @@ int cli_eval_print_human(const struct proto_result *rs, const struct evalrun_inf
 		printf("  reference  %-12s median, 95%% CI [%s, %s]\n", r, rlo, rhi);
 		printf("  speedup    %.3gx (%u timed calls of each, interleaved)\n", rs->speedup,
 		       rs->reps);
+		/* Flags' reasons and a verdict that differs are in the message. */
+		if (rs->nflags || (rs->kb_status && *rs->kb_status && strcmp(rs->kb_status, "correct")))
+			printf("  message    %s\n", rs->message ? rs->message : "");
 	} else {
 		printf("%s: %s\n", proto_status_name(rs->status), rs->message ? rs->message : "");
 	}
@@ -220,6 +264,12 @@ int cli_eval_print_human(const struct proto_result *rs, const struct evalrun_inf
 		printf("  (`stark doctor` lists what this machine lacks for each device)\n");
 	for (uint32_t i = 0; i < rs->nflags; i++)
 		printf("  flag       %s\n", rs->flags[i]);
+	if (rs->stark_status && *rs->stark_status)
+		printf("  verdicts   stark %s, kernelbench %s (%u of %u trials within torch.allclose);"
+		       " %s decides\n",
+		       rs->stark_status, rs->kb_status && *rs->kb_status ? rs->kb_status : "n/a",
+		       rs->kb_trials_passed, rs->kb_trials_run,
+		       rs->verdict && *rs->verdict ? rs->verdict : "stark");
 	for (int i = 0; i < 4; i++)
 		staged |= isfinite(rs->stage_ms[i]);
 	if (staged)

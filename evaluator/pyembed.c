@@ -60,6 +60,7 @@
 #define PYSRC(sym) extern const char sym##_start[], sym##_end[]
 PYSRC(stark_py_cuda);
 PYSRC(stark_py_wire);
+PYSRC(stark_py_rules);
 PYSRC(stark_py_nvcc);
 PYSRC(stark_py_build);
 PYSRC(stark_py_env);
@@ -78,6 +79,7 @@ PYSRC(stark_py_referee_data);
 PYSRC(stark_py_referee_timing);
 PYSRC(stark_py_referee_checks);
 PYSRC(stark_py_referee_build);
+PYSRC(stark_py_referee_verdicts);
 PYSRC(stark_py_referee);
 
 static const struct {
@@ -87,6 +89,7 @@ static const struct {
 } harness[] = {
 	{"stark_cuda", stark_py_cuda_start, stark_py_cuda_end},
 	{"stark_wire", stark_py_wire_start, stark_py_wire_end},
+	{"stark_rules", stark_py_rules_start, stark_py_rules_end},
 	{"stark_nvcc", stark_py_nvcc_start, stark_py_nvcc_end},
 	{"stark_build", stark_py_build_start, stark_py_build_end},
 	{"stark_env", stark_py_env_start, stark_py_env_end},
@@ -105,6 +108,7 @@ static const struct {
 	{"stark_referee_timing", stark_py_referee_timing_start, stark_py_referee_timing_end},
 	{"stark_referee_checks", stark_py_referee_checks_start, stark_py_referee_checks_end},
 	{"stark_referee_build", stark_py_referee_build_start, stark_py_referee_build_end},
+	{"stark_referee_verdicts", stark_py_referee_verdicts_start, stark_py_referee_verdicts_end},
 	{"stark_referee", stark_py_referee_start, stark_py_referee_end},
 };
 
@@ -584,7 +588,8 @@ static PyObject *request_dict(const struct proto_request *rq)
 	    put(d, "target_rse", PyFloat_FromDouble(rq->target_rse)) ||
 	    put(d, "placements", PyLong_FromUnsignedLong(rq->placements)) ||
 	    put(d, "l2_flush", PyBool_FromLong(rq->l2_flush)) ||
-	    put(d, "wall_ms", PyLong_FromUnsignedLong(rq->wall_ms))) {
+	    put(d, "wall_ms", PyLong_FromUnsignedLong(rq->wall_ms)) ||
+	    put(d, "verdict", text(rq->verdict))) {
 		Py_DECREF(d);
 		return NULL;
 	}
@@ -593,18 +598,27 @@ static PyObject *request_dict(const struct proto_request *rq)
 
 /* ---- dict -> result -------------------------------------------------- */
 
-enum rkind { R_STATUS, R_MESSAGE, R_LOG, R_FIRST_BAD, R_U32, R_DOUBLE, R_STAGES, R_FLAGS, R_ENV };
+enum rkind { R_STATUS, R_MESSAGE, R_LOG, R_STR, R_U32, R_DOUBLE, R_STAGES, R_FLAGS, R_ENV };
 
 static const struct rfield {
 	const char *name;
 	enum rkind kind;
-	size_t off;   /* R_U32, R_DOUBLE: offset in struct proto_result */
-	uint32_t max; /* R_U32: inclusive cap */
+	size_t off;   /* R_STR, R_U32, R_DOUBLE: offset in struct proto_result */
+	uint32_t max; /* R_U32: inclusive cap; R_STR: bytes kept */
 } rfields[] = {
 	{"status", R_STATUS, 0, 0},
 	{"message", R_MESSAGE, 0, 0},
 	{"log", R_LOG, 0, 0},
-	{"first_bad", R_FIRST_BAD, 0, 0},
+	{"first_bad", R_STR, offsetof(struct proto_result, first_bad), PROTO_NAME_MAX},
+	{"verdict", R_STR, offsetof(struct proto_result, verdict), PROTO_NAME_MAX},
+	{"stark_status", R_STR, offsetof(struct proto_result, stark_status), PROTO_NAME_MAX},
+	{"stark_reason", R_STR, offsetof(struct proto_result, stark_reason), PROTO_REASON_MAX},
+	{"kb_status", R_STR, offsetof(struct proto_result, kb_status), PROTO_NAME_MAX},
+	{"kb_reason", R_STR, offsetof(struct proto_result, kb_reason), PROTO_REASON_MAX},
+	{"kb_trials_run", R_U32, offsetof(struct proto_result, kb_trials_run), PROTO_TRIALS_MAX},
+	{"kb_trials_passed", R_U32, offsetof(struct proto_result, kb_trials_passed),
+	 PROTO_TRIALS_MAX},
+	{"kb_max_diff", R_DOUBLE, offsetof(struct proto_result, kb_max_diff), 0},
 	{"trials_run", R_U32, offsetof(struct proto_result, trials_run), PROTO_TRIALS_MAX},
 	{"trials_passed", R_U32, offsetof(struct proto_result, trials_passed), PROTO_TRIALS_MAX},
 	{"reps", R_U32, offsetof(struct proto_result, reps), PROTO_REPS_MAX},
@@ -788,10 +802,10 @@ static int conv_field(const struct rfield *f, PyObject *v, struct proto_result *
 		if (rc)
 			snprintf(err, errlen, "result field \"%s\": %s", f->name, stark_strerror(rc));
 		return rc;
-	case R_FIRST_BAD:
-		rc = set_string_field(&rs->first_bad, v, PROTO_NAME_MAX);
+	case R_STR:
+		rc = set_string_field((char **)((char *)rs + f->off), v, f->max);
 		if (rc)
-			snprintf(err, errlen, "result field \"first_bad\": expected str");
+			snprintf(err, errlen, "result field \"%s\": expected str", f->name);
 		return rc;
 	case R_U32: {
 		unsigned long long x;
@@ -856,6 +870,10 @@ static int result_from_dict(PyObject *d, struct proto_result *rs, char *err, siz
 	}
 	if (rs->trials_passed > rs->trials_run) {
 		snprintf(err, errlen, "result: trials_passed exceeds trials_run");
+		return ST_EINVAL;
+	}
+	if (rs->kb_trials_passed > rs->kb_trials_run) {
+		snprintf(err, errlen, "result: kb_trials_passed exceeds kb_trials_run");
 		return ST_EINVAL;
 	}
 	return 0;

@@ -19,6 +19,7 @@ sym##_end:				\
 	.section .rodata
 EMBED(stark_py_cuda, "evaluator/stark_cuda.py")
 EMBED(stark_py_wire, "evaluator/stark_wire.py")
+EMBED(stark_py_rules, "evaluator/stark_rules.py")
 EMBED(stark_py_nvcc, "evaluator/stark_nvcc.py")
 EMBED(stark_py_build, "evaluator/stark_build.py")
 EMBED(stark_py_env, "evaluator/stark_env.py")
@@ -37,6 +38,7 @@ EMBED(stark_py_referee_data, "evaluator/stark_referee_data.py")
 EMBED(stark_py_referee_timing, "evaluator/stark_referee_timing.py")
 EMBED(stark_py_referee_checks, "evaluator/stark_referee_checks.py")
 EMBED(stark_py_referee_build, "evaluator/stark_referee_build.py")
+EMBED(stark_py_referee_verdicts, "evaluator/stark_referee_verdicts.py")
 EMBED(stark_py_referee, "evaluator/stark_referee.py")
 
 	.section .note.GNU-stack,"",@progbits

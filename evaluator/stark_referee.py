@@ -31,6 +31,8 @@ in a module of its own with the trust notes of what it does:
   stark_referee_checks    integrity checks, probes and flags
   stark_referee_build     the build folder and key, the build cache's
                           answer, and whose fault a failed build is
+  stark_referee_verdicts  KernelBench's verdict beside stark's, and which
+                          decides
 This module holds the evaluation's flow (Evaluation.evaluate) and the
 result.
 """
@@ -54,6 +56,7 @@ from stark_referee_data import DataPath
 from stark_referee_lock import LOCK_FD, GpuLock, lock_usable
 from stark_referee_memory import MemoryPlan
 from stark_referee_timing import SPIN_START_US, Timing
+from stark_referee_verdicts import Verdicts
 from stark_referee_workers import Workers
 
 DEADLINE_MARGIN_S = 0.5       # left to report after the last wait
@@ -118,7 +121,8 @@ def prewarm():
     return dict(PREWARM)
 
 
-class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Timing, Checks):
+class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Timing, Checks,
+                 Verdicts):
     """One evaluation: the flow is evaluate(); the parts it calls are the
     mixins' (see the module's docstring)."""
 
@@ -169,6 +173,12 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         self.spent = {}             # seconds by part of a pair (env pair_ms)
         self.host_hwm = {}          # workers' peak resident host memory, sampled
         self.mem_init()
+        self.flag_why = {}          # flag -> why, for the message
+        self.precision_seen = []    # (what, output, statistics) of judged calls
+        self.below_tol = {}         # output -> (largest expected value, atol) under it
+        self.lenient = False        # stark's verdict failed; timed for KernelBench's
+        self.kb = None              # KernelBench's verdict (kernelbench_trials)
+        self.stark_failure = None   # stark's failed verdict, when it failed
 
     # -- the flow -------------------------------------------------------
     def run(self):
@@ -190,26 +200,59 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         return self.res
 
     def evaluate(self):
-        """The evaluation's flow, which ends by raising its Verdict."""
+        """The evaluation's flow, which ends by raising its Verdict: stark's
+        trials; when they passed, the probes and the timing; KernelBench's
+        trials last (its inputs, cast to float32 whatever the problem's
+        dtypes, can crash a kernel that reads integers; nothing of stark's
+        verdict runs after them); both verdicts recorded (decide); when
+        only KernelBench's passed, the candidate is timed after it."""
         self.start_up()
         if self.stage == "compile":
             self.stage_compile()
         self.plan_memory()
         self.load_models()
-        self.check_trials()
+        stark = None
+        try:
+            self.check_trials()
+        except Verdict as v:
+            if v.check is not None or v.status not in ("incorrect", "runtime_error"):
+                raise
+            stark = v
+        if stark is None:
+            self.probes_and_timing()
+        t0 = time.monotonic()
+        kb = self.kernelbench_trials()
+        self.res["env"]["kb_ms"] = "%.0f" % ((time.monotonic() - t0) * 1e3)
+        self.decide(stark, kb)
+        if stark is not None:
+            # stark's verdict failed and KernelBench's passed: timed for
+            # KernelBench's (fast_p under its verdict).
+            self.probes_and_timing()
+        self.note_below_tolerance()
+        raise self.final_verdict()
+
+    def probes_and_timing(self):
+        """The probes (operators; precision and shape only for a candidate
+        stark's trials passed) and the timing phase."""
         t0 = time.monotonic()
         with self.gpu_shared():
             self.probe_ops()
         t1 = time.monotonic()
+        if not self.lenient:
+            # Precision is stark's question about a candidate it passed.
+            with self.gpu_shared():
+                self.probe_precision()
+            self.judge_precision()
+        t2 = time.monotonic()
         if self.req["timing"]:
             self.time_models()
-        t2 = time.monotonic()
-        with self.gpu_shared():
-            self.probe_shape()
-        # The probes' cost, which stage_ms leaves out: ops, shape.
-        self.res["env"]["probe_ms"] = "%.0f/%.0f" % ((t1 - t0) * 1e3,
-                                                     (time.monotonic() - t2) * 1e3)
-        raise Verdict("correct", self.correct_message())
+        t3 = time.monotonic()
+        if not self.lenient:
+            with self.gpu_shared():
+                self.probe_shape()
+        # The probes' cost, which stage_ms leaves out: ops, precision, shape.
+        self.res["env"]["probe_ms"] = "%.0f/%.0f/%.0f" % (
+            (t1 - t0) * 1e3, (t2 - t1) * 1e3, (time.monotonic() - t3) * 1e3)
 
     # -- its steps -------------------------------------------------------
     def start_up(self):
@@ -338,8 +381,10 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
             what = "trial %d of %d%s" % (t + 1, trials, ", scaled inputs" if variant else "")
             t1 = time.monotonic()
             with self.gpu_shared():
+                # The first trial is judged for precision too (judge_precision).
                 _, replies, _, bad = self.run_pair("trial-%d" % t, what, variant=variant,
-                                                   repeat=t == 0)
+                                                   repeat=t == 0,
+                                                   judge={"precision": True} if t == 0 else None)
             if t == 0:
                 self.check_repeat(replies["ref"].get("repeat"))
                 self.replan_memory()
@@ -356,10 +401,19 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
                           % (trials - self.res["trials_passed"], trials, first_fail))
 
     # -- the result ------------------------------------------------------
-    def correct_message(self):
-        """The message of a correct result: the trials, and the timings."""
-        msg = "%d of %d trials match (max abs err %.3g, max rel err %.3g)" % (
-            self.res["trials_passed"], self.res["trials_run"], self.max_abs, self.max_rel)
+    def note_below_tolerance(self):
+        """env.below_tolerance: the outputs whose expected values all sit
+        under the absolute tolerance (zeros would pass them elementwise:
+        the scale rule judges them)."""
+        if self.below_tol:
+            self.res["env"]["below_tolerance"] = "; ".join(
+                "output %d: every expected value under atol=%g (the largest %.3g): judged "
+                "against its own scale too" % (i, atol, mx)
+                for i, (mx, atol) in sorted(self.below_tol.items()))[:900]
+
+    def timing_message(self):
+        """The timings' part of the message ("" when timing was off)."""
+        msg = ""
         r = self.res
         if self.req["timing"] and not r.get("reps"):
             msg += "; not timed: no time was left before the deadline"

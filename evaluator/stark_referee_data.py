@@ -46,16 +46,20 @@ class DataPath:
             return {"items": items}, sum(sp[2] for sp in specs)
         return self.talk(w, what, go)
 
-    def gen_inputs(self, label, what, variant=False, slot=None):
+    def gen_inputs(self, label, what, variant=False, slot=None, extra=None):
         """Both workers make this call's inputs from a seed derived for it
         (in parallel: each on its own device), on memory placement `slot`
         where several are in use; the candidate's must be described
-        exactly as the reference's.  Returns the input bytes."""
+        exactly as the reference's.  extra: more GEN arguments ("centre":
+        the precision probe's inputs; "kb" with "seed": a KernelBench
+        trial's, from its public seed).  Returns the input bytes."""
         args = {"seed": derive(self.seed, label), "sizes": {}, "variant": bool(variant)}
         if slot is not None:
             args["slot"] = slot
             if self.place_cap is not None:
                 args["places"] = self.place_cap
+        if extra:
+            args.update(extra)
         for w in (self.ref, self.cand):
             self.send_gen(w, args, what)
         ref_desc, nbytes = self.recv_gen(self.ref, what)
@@ -95,7 +99,8 @@ class DataPath:
             return meta, facts
         return self.talk(w, what, go)
 
-    def fetch_compare(self, ref_meta, ref_facts, what, digest=None, tols=None):
+    def fetch_compare(self, ref_meta, ref_facts, what, digest=None, tols=None, extra=None,
+                      structure=None):
         """The candidate's outputs: its header is checked against the
         reference's (structure, dtype, shape and device) and its integrity
         facts against the reference's; its bytes, which it writes into the
@@ -104,8 +109,11 @@ class DataPath:
         window's capacity at a time (stream_compare).  digest: on GPUs, the
         digests of its outputs the candidate's CALL reply gave, which the
         reference checks against the bytes.  tols: (atol, rtol) per output,
-        by default the request's for each dtype.  Returns the reference's
-        per-output statistics."""
+        by default the request's for each dtype.  extra: more keys of the
+        COMPARE header (stark_worker_outputs._judge); structure: the check
+        of the candidate's output header against the reference's, by
+        default check_structure.  Returns the reference's per-output
+        statistics."""
         c = self.cand
         _, size = W.window_layout(ref_meta[1])
         win = min(size, self.window_cap)
@@ -125,21 +133,31 @@ class DataPath:
             if k == "reject":
                 raise Verdict("rejected", "integrity check '%.60s' failed (%s): %.300s"
                               % (hdr.get("check"), what, hdr.get("detail")))
-            meta = self.out_meta(hdr)
-            self.check_structure(meta, ref_meta, what)
-            return dict_field(hdr, "facts")
+            return self.out_meta(hdr), dict_field(hdr, "facts")
         t = time.monotonic()
-        cand_facts = self.talk(c, what, head)
+        meta, cand_facts = self.talk(c, what, head)
+        try:
+            (structure or self.check_structure)(meta, ref_meta, what)
+        except BaseException:
+            # The candidate writes its outputs after its header: that
+            # message is read, so that the evaluation can go on (the other
+            # verdict's trials) with the channel in step.
+            self.talk(c, what, self.expect, c, W.OUT_WRITTEN, what)
+            raise
         t = self.spend("fetch", t)
         self.check_facts(cand_facts, ref_facts, what)
         self.written(0, win, size, what)
         t = self.spend("write", t)
         if not ref_meta[1]:
             return []
+        tols = tols or self.tolerances(ref_meta)
         hdr = {"items": [{"dtype": W.dtype_name(sp[0]), "shape": list(sp[1])}
                          for sp in ref_meta[1]],
-               "tol": [list(t) for t in (tols or self.tolerances(ref_meta))],
+               "tol": [list(t) for t in tols],
                "recheck": RECHECK_SLACK}
+        hdr.update(self.judge_terms(tols))
+        if extra:
+            hdr.update(extra)
         if digest is not None:
             ok = isinstance(digest, list) and all(type(d) is int and abs(d) < (1 << 63)
                                                   for d in digest)
@@ -197,16 +215,18 @@ class DataPath:
         return reply
 
     def run_pair(self, label, what, order=("ref", "cand"), kind=None, variant=False,
-                 timed=False, slot=None, repeat=False):
+                 timed=False, slot=None, repeat=False, gen=None, judge=None):
         """Both models on inputs made for this call, each called with the
         other stopped (on GPUs, a timed call after an L2 flush); outputs
         described, integrity facts checked, outputs compared by the
         reference worker.  With `repeat`, the reference runs forward a
         second time on the same inputs and says whether its outputs agree
-        (check_repeat).  Returns (ns, replies, raw ns, mismatch message or
-        None), the first three by role."""
+        (check_repeat).  gen, judge: more GEN arguments and COMPARE header
+        keys (gen_inputs, fetch_compare).  Returns (ns, replies, raw ns,
+        mismatch message or None), the first three by role."""
         t_pair = time.monotonic()
-        self.input_bytes = max(self.input_bytes, self.gen_inputs(label, what, variant, slot))
+        self.input_bytes = max(self.input_bytes,
+                               self.gen_inputs(label, what, variant, slot, gen))
         t = self.spend("gen", t_pair)
         ns, replies, raws = {}, {}, {}
         for role in order:
@@ -246,7 +266,7 @@ class DataPath:
             if not self.plain_mag:
                 self.plain_mag = list(ref_facts["mag"])
         digest = replies["cand"].get("digest", []) if self.cuda and kind is None else None
-        results = self.fetch_compare(ref_meta, ref_facts, what, digest, tols)
+        results = self.fetch_compare(ref_meta, ref_facts, what, digest, tols, judge)
         bad = self.compare(results, ref_meta, what, tols)
         self.pair_max_s = max(self.pair_max_s, time.monotonic() - t_pair)
         return ns, replies, raws, bad

@@ -286,7 +286,7 @@ class Timing:
                 break
             what = "warm-up call %d" % (i + 1)
             bad = self.run_pair("%swarmup-%d" % (lp, i), what, timed=True, slot=i % nplace)[3]
-            if bad is not None:
+            if bad is not None and not self.lenient:
                 raise Verdict("incorrect", bad)
         walls = {"ref": [], "cand": []}
         replies_seen = {"ref": [], "cand": []}
@@ -321,7 +321,7 @@ class Timing:
             order = ("ref", "cand") if n % 2 == 0 else ("cand", "ref")
             ns, replies, raws, bad = self.run_pair("%stime-%d" % (lp, n), what, order, timed=True,
                                                    slot=n % nplace)
-            if bad is not None:
+            if bad is not None and not self.lenient:
                 raise Verdict("incorrect", bad)
             slots.append(n % nplace)
             for role in ("ref", "cand"):

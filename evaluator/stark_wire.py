@@ -655,12 +655,17 @@ def compare_tensor(got, want, atol, rtol):
     bools must be equal.  Returns a dict: nbad, max_abs, max_rel (relative
     to max(|want|, atol), so near-zero references do not explode it),
     first (flat index of the first bad element, or None), and got/want
-    there."""
+    there; for floating outputs also the RMS of the error and of the
+    expected values and the largest expected magnitude, over the elements
+    where the expected value is finite (rms_err, rms_want, absmax_want:
+    the scale rule's figures, stark_rules.scale_bad; rms_err is infinite
+    where the candidate is not finite there)."""
     n = want.numel()
     a, b = got.reshape(-1), want.reshape(-1)
     exact = not want.is_floating_point()
     ct = torch.float64 if want.dtype == torch.float64 else torch.float32
     nbad, max_abs, max_rel, first = 0, 0.0, 0.0, None
+    sq_err, sq_want, n_fin, absmax = 0.0, 0.0, 0, 0.0
     inf = float("inf")
     for off in range(0, n, COMPARE_CHUNK):
         ca, cb = a[off:off + COMPARE_CHUNK], b[off:off + COMPARE_CHUNK]
@@ -684,6 +689,14 @@ def compare_tensor(got, want, atol, rtol):
                 ok = torch.where(cb.isfinite(), ok, same)
             anybad = not bool(ok.all())
             bad = ~ok if anybad else None
+            fw = cb.isfinite() if nonfinite else None
+            dsel, wsel = (diff, cb) if fw is None else (diff[fw], cb[fw])
+            if dsel.numel():
+                e2 = float(dsel.to(torch.float64).square_().sum())
+                sq_err = inf if (e2 != e2 or sq_err == inf) else sq_err + e2
+                sq_want += float(wsel.to(torch.float64).square_().sum())
+                absmax = max(absmax, float(wsel.abs().max()))
+                n_fin += dsel.numel()
             if anybad or nonfinite:
                 # Errors are measured where both are finite; a bad
                 # non-finite element makes them infinite.
@@ -701,6 +714,11 @@ def compare_tensor(got, want, atol, rtol):
                 first = off + int(torch.argmax(bad.to(torch.uint8)))
             nbad += int(bad.sum())
     res = {"nbad": nbad, "max_abs": max_abs, "max_rel": max_rel, "first": first}
+    if not exact:
+        res["rms_err"] = math.sqrt(sq_err / n_fin) if n_fin else 0.0
+        res["rms_want"] = math.sqrt(sq_want / n_fin) if n_fin else 0.0
+        res["absmax_want"] = absmax
+        res["n_fin"] = n_fin
     if first is not None:
         res["got"] = a[first].item()
         res["want"] = b[first].item()
@@ -711,12 +729,26 @@ def merge_results(acc, r, base):
     """Adds compare_tensor's result r for a piece of an output that starts
     at element `base` to acc, the output's result so far (None for the
     first piece): counts add up, maxima and the first bad element (with
-    its values) carry over.  Returns the merged result."""
+    its values) carry over; the RMS figures of floating outputs (rms_err,
+    rms_want over n_fin elements) combine, and a piece that failed the
+    scale rule (scale_bad) marks the output.  Returns the merged result."""
     if acc is None:
         acc = {"nbad": 0, "max_abs": 0.0, "max_rel": 0.0, "first": None}
     acc["nbad"] += r["nbad"]
     acc["max_abs"] = max(acc["max_abs"], r["max_abs"])
     acc["max_rel"] = max(acc["max_rel"], r["max_rel"])
+    if r.get("scale_bad"):
+        acc["scale_bad"] = True
+    if "rms_err" in r and "n_fin" in r:
+        n0, n1 = acc.get("n_fin", 0), r["n_fin"]
+        n = n0 + n1
+        for k in ("rms_err", "rms_want"):
+            a, b = acc.get(k, 0.0), r[k]
+            acc[k] = (math.sqrt((a * a * n0 + b * b * n1) / n)
+                      if n and math.isfinite(a) and math.isfinite(b) else
+                      (float("inf") if n else 0.0))
+        acc["n_fin"] = n
+        acc["absmax_want"] = max(acc.get("absmax_want", 0.0), r.get("absmax_want", 0.0))
     if acc["first"] is None and r.get("first") is not None:
         acc["first"] = base + r["first"]
         acc["got"], acc["want"] = r.get("got"), r.get("want")

@@ -46,6 +46,7 @@ import torch
 import _stark
 import stark_build
 import stark_cuda
+import stark_rules as R
 import stark_wire as W
 from stark_worker_gpu import GpuTiming
 from stark_worker_memory import OOM_TYPES, Memory, is_oom
@@ -129,6 +130,8 @@ class Worker(GpuTiming, Outputs, Memory):
         self.exact = None      # reference: this call's float64 outputs, or why not
         self.cmp = None        # reference: the comparison under way (COMPARE chunks)
         self.sending = None    # candidate: the outputs being streamed (FETCH, PUT)
+        self.exact_j = None    # reference: the same on jittered inputs (precision)
+        self.centred = None    # tensors the last GEN centred (a precision probe's)
         # The output window (stark_wire): the candidate writes its outputs
         # there, the reference reads them.
         fd = cfg.get("window_fd")
@@ -382,6 +385,7 @@ class Worker(GpuTiming, Outputs, Memory):
         self.snapshot = None
         self.kept = None
         self.exact = None
+        self.exact_j = None
         self.sending = None
         self.cmp = None
         items, variant = self._make_inputs(args)
@@ -418,6 +422,9 @@ class Worker(GpuTiming, Outputs, Memory):
         mod = self.problem
         saved = {}
         dtype = torch.get_default_dtype()
+        kb = args.get("kb") if isinstance(args.get("kb"), str) else None
+        if own_seed:
+            self.centred = None
         try:
             for k, v in sizes.items():
                 if isinstance(k, str) and type(v) is int and type(getattr(mod, k, None)) is int:
@@ -426,13 +433,25 @@ class Worker(GpuTiming, Outputs, Memory):
             # A solution's top level may have changed the default dtype;
             # inputs are made the way the problem expects, in both workers.
             torch.set_default_dtype(torch.float32)
-            self._seed_all(seed)
-            items = self._generate()
+            if kb is not None:
+                items = self._kb_generate(seed, kb)
+            else:
+                self._seed_all(seed)
+                items = self._generate()
+            if args.get("centre"):
+                # (never with a variant: the precision probe's own inputs)
+                items, centred = R.centre_inputs(items)
+                if own_seed:
+                    self.centred = centred
         finally:
             for k, v in saved.items():
                 setattr(mod, k, v)
             torch.set_default_dtype(dtype)
-        if self.role == "cand" and own_seed:
+        if kb is not None:
+            if own_seed:
+                # KernelBench seeds again before it runs the models.
+                self._kb_seed(seed)
+        elif self.role == "cand" and own_seed:
             # Randomness the candidate draws stays unpredictable.
             self._seed_all(int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1))
         return items, (seed if args.get("variant") else None)
@@ -448,6 +467,25 @@ class Worker(GpuTiming, Outputs, Memory):
         if variant is not None:
             items = W.vary_inputs(items, variant)
         return items
+
+    def _kb_seed(self, seed):
+        """KernelBench's set_seed: torch.manual_seed, and on a GPU
+        torch.cuda.manual_seed."""
+        torch.manual_seed(seed)
+        if self.device.type == "cuda":
+            torch.cuda.manual_seed(seed)
+
+    def _kb_generate(self, seed, precision):
+        """A KernelBench trial's inputs, made as its harness makes them
+        (eval.py, run_and_check_correctness): set_seed(trial seed),
+        get_inputs() on the CPU (no default device), every tensor cast to
+        the precision's dtype and moved to the device
+        (stark_rules.kb_process_input)."""
+        self._kb_seed(seed)
+        items = self.problem.get_inputs()
+        if not isinstance(items, (list, tuple)):
+            raise TypeError("get_inputs() returned %s, not a list" % type(items).__name__)
+        return [R.kb_process_input(x, self.device, precision) for x in items]
 
     def _place(self, desc, tensors, check=True, variant=None):
         """Copies generated tensors into the persistent input buffers of
@@ -518,6 +556,7 @@ class Worker(GpuTiming, Outputs, Memory):
         self.outputs = None
         self.kept = None
         self.exact = None
+        self.exact_j = None
         if self.device.type == "cuda":
             # The pool's context is entered and left outside the timed
             # span.
@@ -565,11 +604,31 @@ class Worker(GpuTiming, Outputs, Memory):
         """Runs forward once under the autograd profiler and returns the
         names of the operators it dispatched (for the calls_reference_op
         flag); the outputs are kept for FETCH like after CALL."""
-        prof = torch.autograd.profiler.profile()
-        with prof:
+        cuda = self.device.type == "cuda"
+        prof = None
+        # Device time per operator where the profiler can record it
+        # (kineto's CUDA activity: use_device in torch 2.x, use_cuda
+        # before); host time otherwise.
+        for kw in ({"use_device": "cuda"}, {"use_cuda": True}) if cuda else ():
+            try:
+                p = torch.autograd.profiler.profile(**kw)
+                p.__enter__()
+                prof = p
+                break
+            except Exception:
+                continue
+        if prof is None:
+            prof = torch.autograd.profiler.profile()
+            prof.__enter__()
+        t0 = time.perf_counter()
+        try:
             self.cmd_call({})
-        names = sorted({str(e.name)[:120] for e in prof.function_events})
-        return {"ops": names[:4000]}
+            if cuda:
+                torch.cuda.synchronize(self.device)
+        finally:
+            wall_us = (time.perf_counter() - t0) * 1e6
+            prof.__exit__(None, None, None)
+        return _op_times(prof.function_events, wall_us)
 
     # -- the loop --------------------------------------------------------
     def serve(self):
@@ -642,6 +701,33 @@ class Worker(GpuTiming, Outputs, Memory):
                     self.after_call()
                 except BaseException:
                     self.snapshot = None
+
+
+def _op_times(events, wall_us):
+    """The profiled call's operators: their names (ops), and per name its
+    count and self time in us (times: {name: [count, us]}: device time
+    where the profiler recorded any, else host time), with the call's wall
+    time (wall_us) and which time it is (clock)."""
+    rows = []
+    dev_total = 0.0
+    for e in events:
+        host = getattr(e, "self_cpu_time_total", 0.0)
+        dev = getattr(e, "self_device_time_total", None)
+        if not isinstance(dev, (int, float)):
+            dev = getattr(e, "self_cuda_time_total", 0.0)
+        host = float(host) if isinstance(host, (int, float)) else 0.0
+        dev = float(dev) if isinstance(dev, (int, float)) else 0.0
+        dev_total += dev
+        rows.append((str(e.name)[:120], host, dev))
+    use_dev = dev_total > 0.0
+    times = {}
+    for name, host, dev in rows:
+        c = times.setdefault(name, [0, 0.0])
+        c[0] += 1
+        c[1] += dev if use_dev else host
+    names = sorted(times)[:4000]
+    return {"ops": names, "times": {k: times[k] for k in names[:1000]},
+            "wall_us": wall_us, "clock": "device" if use_dev else "host"}
 
 
 WARM_WAIT_S = 60.0

@@ -16,9 +16,12 @@ import math
 
 import torch
 
+import stark_rules as R
 import stark_wire as W
 
 RECHECK_BYTES = 2 << 30      # cap on the float64 outputs of a recheck (_exact)
+RECHECK_IN_BYTES = 4 << 30   # and on its float64 inputs
+JITTER_SEED = 0x5EED_F64      # the jittered float64 run's noise (stark_rules.jitter_)
 
 
 def storage_span(t):
@@ -187,13 +190,14 @@ class Outputs:
     def cmd_compare(self, header):
         """Reference only: reads a chunk of the candidate's output bytes from
         the output window (the referee's header checks passed, the
-        candidate is stopped), moves it to this worker's device and compares
-        it with the outputs kept at FETCH (compare_piece).  The first
-        COMPARE of a call carries the header (items, tolerances, digests,
-        recheck) and the chunk at offset 0; later ones {"off", "len"}.
-        Replies {"next": offset} while it needs more, else the results, one
-        per output up to the first with mismatches (the message names only
-        that one): a stream stops once that output is complete."""
+        candidate is stopped), moves it to this worker's device and judges
+        it against the outputs kept at FETCH (_compare_piece).  The first
+        COMPARE of a call carries the header (items, tolerances, digests and
+        the rules' terms: _compare_begin) and the chunk at offset 0; later
+        ones {"off", "len"}.  Replies {"next": offset} while it needs more,
+        else the results, one per output up to the first that fails (the
+        message names only that one; KernelBench's comparison judges every
+        output): a stream stops once that output is complete."""
         if "items" in header:
             self._compare_begin(header)
         st = self.cmp
@@ -224,7 +228,7 @@ class Outputs:
             if st["offs"][i] + nb > st["next"] and nb:
                 break
             results.append(self._compare_result(i))
-            if results[-1]["nbad"]:
+            if st["kb"] is None and (results[-1]["nbad"] or results[-1].get("scale_bad")):
                 done = True
                 break
         if not done:
@@ -232,6 +236,18 @@ class Outputs:
         return self._compare_end(results)
 
     def _compare_begin(self, header):
+        """A call's comparison begins.  Header keys (the referee's):
+          items, tol  the outputs and their (atol, rtol);
+          digest   the candidate's claimed digests of its outputs;
+          recheck  slack of the float64 second opinion (0: none);
+          scale    per output, the scale rule's fraction (stark_rules);
+          scale_slack  the scale rule's second-opinion slack;
+          precision    true: precision statistics against the float64 run
+                   (and its jittered twin) for every floating output;
+                   "probe": the same, where the last GEN centred inputs
+                   (stark_rules.centre_inputs) -- a probe whose inputs did
+                   not change is not worth the float64 runs;
+          kb       [atol, rtol]: KernelBench's torch.allclose only."""
         kept = self.kept
         specs = [W.checked_spec(d, "compared output") for d in header["items"]]
         tols = [(float(a), float(r)) for a, r in header["tol"]]
@@ -245,21 +261,37 @@ class Outputs:
         if self.window is None:
             raise ValueError("this worker has no output window")
         offs, total = W.window_layout(specs)
-        slack = header.get("recheck")
+
+        def num(v):
+            return float(v) if type(v) in (int, float) and v > 0 else 0.0
+        fracs = header.get("scale") if isinstance(header.get("scale"), list) else []
+        kb = header.get("kb")
+        prec = header.get("precision")
         self.cmp = {
             "specs": specs, "offs": offs, "total": total, "tols": tols, "next": 0,
             "want": [w.detach().reshape(-1) for w in kept],
             "shape": [tuple(w.shape) for w in kept],
-            "slack": float(slack) if type(slack) in (int, float) and slack > 0 else 0.0,
+            "slack": num(header.get("recheck")),
+            "fracs": [num(fracs[i]) if i < len(fracs) else 0.0 for i in range(len(kept))],
+            "sslack": num(header.get("scale_slack")),
+            "kb": ([float(kb[0]), float(kb[1])]
+                   if isinstance(kb, list) and len(kb) == 2 and
+                   all(type(x) in (int, float) for x in kb) else None),
+            "precision": prec if prec in (True, "probe") else None,
             "claimed": header.get("digest"),
             "digest": [0] * len(kept), "acc": [None] * len(kept)}
 
     def _compare_piece(self, i, got, lo, hi):
-        """The per-element rules on a piece of output i (its bytes [lo, hi),
-        got on this worker's device): compare_tensor against the
-        reference's output, and where that fails, the float64 second
-        opinion (_recheck) on the same piece.  The piece's result is added
-        to the output's (merge_results); its digest too."""
+        """The rules on a piece of output i (its bytes [lo, hi), got on this
+        worker's device).  KernelBench's comparison: torch.allclose, the
+        pieces' results merged (stark_rules.kb_merge).  Stark's:
+        compare_tensor against the reference's output and the scale rule
+        (stark_rules.scale_bad), and where either fails, the float64
+        second opinion (_recheck) on the same piece; the piece's result is
+        added to the output's (merge_results), its digest too.  An output
+        larger than the window is judged by the scale rule piece by piece
+        (each piece is the window's size, 256 MiB by default, but the
+        last), and its precision statistics come from its first piece."""
         st = self.cmp
         dt, _, nb = st["specs"][i]
         st["digest"][i] = W.digest_add(st["digest"][i], W.digest_part(got, nb))
@@ -268,15 +300,26 @@ class Outputs:
         g = got.view(dt)
         want = st["want"][i][e0:e1]
         atol, rtol = st["tols"][i]
+        if st["kb"] is not None:
+            acc = st["acc"][i] or {"kb": None, "error": None}
+            st["acc"][i] = acc
+            if acc["error"] is None:
+                try:
+                    acc["kb"] = R.kb_merge(acc["kb"], R.kb_allclose(g, want, *st["kb"]), e0)
+                except Exception as e:      # what KernelBench meets as an exception
+                    acc["error"] = W.exc_text(e)
+            return
         acc = st["acc"][i] or {"plain": None, "final": None, "rechecked": False,
                                "re_nbad": 0, "re_max_abs": 0.0, "ref_err": 0.0,
-                               "re_error": None}
+                               "re_error": None, "scale": None, "precision": None}
         st["acc"][i] = acc
+        frac = st["fracs"][i]
         r = W.compare_tensor(g, want, atol, rtol)
+        r["scale_bad"] = R.scale_bad(r, frac)
         acc["plain"] = W.merge_results(acc["plain"], r, e0)
         piece = r
-        if r["nbad"] and st["slack"] and want.is_floating_point():
-            rr = self._recheck(i, g, want, atol, rtol, st["slack"], e0, e1)
+        if (r["nbad"] or r["scale_bad"]) and st["slack"] and want.is_floating_point():
+            rr = self._recheck(i, g, want, atol, rtol, st["slack"], e0, e1, r, frac)
             if "error" in rr:
                 acc["re_error"] = rr["error"]
             else:
@@ -284,9 +327,17 @@ class Outputs:
                 acc["re_nbad"] += rr["nbad"]
                 acc["re_max_abs"] = max(acc["re_max_abs"], rr["max_abs"])
                 acc["ref_err"] = rr["ref_err"]
-                if not rr["nbad"]:
+                if rr.get("scale") is not None:
+                    acc["scale"] = rr["scale"]
+                if not rr["nbad"] and not rr["scale_bad"]:
                     piece = rr
         acc["final"] = W.merge_results(acc["final"], piece, e0)
+        if st["precision"] and lo == 0 and want.is_floating_point():
+            if st["precision"] == "probe" and not self.centred:
+                acc["precision"] = {"error": "nothing to centre: every floating input already "
+                                    "holds negative values (the first trial judges alone)"}
+            else:
+                acc["precision"] = self._precision(i, g, want, e0, e1)
 
     def _compare_result(self, i):
         """Output i's result once all its bytes were compared: the plain
@@ -294,16 +345,29 @@ class Outputs:
         what the second opinion found), else the pieces' as judged."""
         acc = self.cmp["acc"][i]
         if acc is None:         # no bytes: an empty output
-            return {"nbad": 0, "max_abs": 0.0, "max_rel": 0.0, "first": None}
+            if self.cmp["kb"] is not None:
+                return {"close": True, "nbad": 0, "first": None, "max_diff": 0.0,
+                        "avg_diff": 0.0, "used": 0.0}
+            return {"nbad": 0, "max_abs": 0.0, "max_rel": 0.0, "first": None,
+                    "scale_bad": False}
+        if self.cmp["kb"] is not None:
+            return {"error": acc["error"]} if acc["error"] is not None else acc["kb"]
         info = None
         if acc["re_error"] is not None:
             info = {"error": acc["re_error"]}
         elif acc["rechecked"]:
             info = {"ref_err": acc["ref_err"], "nbad": acc["re_nbad"],
                     "max_abs": acc["re_max_abs"]}
-        r = dict(acc["plain"] if acc["final"]["nbad"] else acc["final"])
-        if info is not None and (r["nbad"] or "error" not in info):
+            if acc["scale"] is not None:
+                info["scale"] = acc["scale"]
+        final = acc["final"]
+        failed = final["nbad"] or final.get("scale_bad")
+        r = dict(acc["plain"] if failed else final)
+        r["scale_bad"] = bool(final.get("scale_bad"))
+        if info is not None and (failed or "error" not in info):
             r["recheck"] = info
+        if acc["precision"] is not None:
+            r["precision"] = acc["precision"]
         return r
 
     def _compare_end(self, results):
@@ -317,44 +381,76 @@ class Outputs:
         self.cmp = None
         self.kept = None
         self.exact = None
+        self.exact_j = None
         self.outputs = None
         reply["results"] = results
         if self.window is not None and self.window.pin_error:
             reply["window"] = self.window.pin_error
         return reply
 
-    def _recheck(self, i, got, want, atol, rtol, slack, e0, e1):
-        """A piece (elements [e0, e1)) of output i failed the comparison
-        with the reference: the second opinion of the reference's float64
-        run (stark_wire.compare_exact), with the reference's own error over
-        the whole output.  An honest kernel can be closer to the exact
-        result than the reference is: a variance as E[x^2] - E[x]^2 in
-        float32 loses three digits that a two-pass kernel keeps, and a
-        running sum that crosses zero has lost the absolute precision of
-        its largest terms.  Returns compare_exact's result (with ref_err)
-        or {"error": why}."""
+    def _precision(self, i, got, want, e0, e1):
+        """Output i's precision statistics (stark_rules.precision_stats) over
+        its elements [e0, e1), or {"error": why} where the float64 runs
+        cannot serve."""
         exact = self._exact()
         if isinstance(exact, str):
             return {"error": exact}
-        errs = self.cmp.setdefault("ref_err", {})
-        if i not in errs:
-            errs[i] = W.exact_error(self.cmp["want"][i], exact[i], atol)
-        err = errs[i]
-        if isinstance(err, dict):
-            return err
+        jit = self._exact(jittered=True)
         x = exact[i].reshape(-1)[e0:e1]
-        return W.compare_exact(got, want, x, atol, rtol, slack, err=err)
+        xj = None if isinstance(jit, str) else jit[i].reshape(-1)[e0:e1]
+        st = R.precision_stats(got, want, x, xj)
+        if isinstance(jit, str):
+            st["in_error"] = jit
+        return st
 
-    def _exact(self):
+    def _recheck(self, i, got, want, atol, rtol, slack, e0, e1, first, frac=0.0):
+        """A piece (elements [e0, e1)) of output i failed the comparison
+        with the reference or the scale rule: the second opinion of the
+        reference's float64 run (stark_wire.compare_exact, with the
+        reference's own error over the whole output; stark_rules.scale_exact
+        for the scale rule).  An honest kernel can be closer to the exact
+        result than the reference is: a variance as E[x^2] - E[x]^2 in
+        float32 loses three digits that a two-pass kernel keeps, and a
+        running sum that crosses zero has lost the absolute precision of
+        its largest terms.  Returns the recheck's result (compare_tensor's
+        with ref_err, scale_bad and scale) or {"error": why}."""
+        exact = self._exact()
+        if isinstance(exact, str):
+            return {"error": exact}
+        x = exact[i].reshape(-1)[e0:e1]
+        if first["nbad"]:
+            errs = self.cmp.setdefault("ref_err", {})
+            if i not in errs:
+                errs[i] = W.exact_error(self.cmp["want"][i], exact[i], atol)
+            err = errs[i]
+            if isinstance(err, dict):
+                return err
+            r = W.compare_exact(got, want, x, atol, rtol, slack, err=err)
+            if "error" in r:
+                return r
+        else:
+            r = dict(first)
+            r["ref_err"] = float("nan")
+        sc = (R.scale_exact(got, want, x, frac, self.cmp["sslack"]) if frac
+              else {"bad": False})
+        r["scale_bad"] = sc["bad"]
+        r["scale"] = sc
+        return r
+
+    def _exact(self, jittered=False):
         """The reference's outputs of this call computed in float64: a copy
         of the model with floating parameters and buffers in float64 (made
         once, from the model as it is now), run on the inputs as they were
         before the call (the pristine copies, or where the inputs were too
-        large to copy, the inputs made again from the call's seed).
-        Cached for the call.
-        Returns a list of tensors, or why there is none."""
-        if self.exact is not None:
-            return self.exact
+        large to copy, the inputs made again from the call's seed).  With
+        `jittered`, the same
+        run with every floating input, parameter and buffer moved by one
+        float32 rounding (stark_rules.jitter_, from a fixed seed), the
+        parameters restored after.  Cached for the call.  Returns a list of
+        tensors, or why there is none."""
+        cached = self.exact_j if jittered else self.exact
+        if cached is not None:
+            return cached
         why = None
         try:
             if not isinstance(self.model, torch.nn.Module):
@@ -363,21 +459,35 @@ class Outputs:
                 why = "the call's inputs are not all kept"
             elif sum(t.numel() for t in self.kept or []) * 8 > RECHECK_BYTES:
                 why = "the float64 outputs would pass %d GiB" % (RECHECK_BYTES >> 30)
-            elif sum(x.numel() for x in self.in_bufs) * 8 > RECHECK_BYTES:
-                why = "the float64 inputs would pass %d GiB" % (RECHECK_BYTES >> 30)
+            elif sum(x.numel() for x in self.in_bufs) * 8 > RECHECK_IN_BYTES:
+                why = "the float64 inputs would pass %d GiB" % (RECHECK_IN_BYTES >> 30)
             else:
                 if self.model64 is None:
                     self.model64 = copy.deepcopy(self.model).to(torch.float64)
+                gen = None
+                if jittered:
+                    gen = torch.Generator(device=self.device)
+                    gen.manual_seed(JITTER_SEED)
                 before = self.pristine
                 if not all(isinstance(p, torch.Tensor) for p in before):
                     # Large inputs were not copied (check_copy_bytes): made
                     # again from the call's seed.
                     before = [x for x in self.regenerate_inputs() if isinstance(x, torch.Tensor)]
                 args = W.with_tensors(self.inputs, [
-                    x.to(device=self.device, dtype=torch.float64) if x.is_floating_point()
-                    else x.to(self.device) for x in before])
-                with torch.no_grad():
-                    out = self.model64(*args)
+                    (R.jitter_(x.to(device=self.device, dtype=torch.float64), gen)
+                     if gen is not None else x.to(device=self.device, dtype=torch.float64))
+                    if x.is_floating_point() else x.to(self.device)
+                    for x in before])
+                del before
+                try:
+                    if gen is not None:
+                        self._model64_jitter(gen)
+                    with torch.no_grad():
+                        out = self.model64(*args)
+                finally:
+                    if gen is not None:
+                        self._model64_restore()
+                del args
                 items = list(out) if isinstance(out, (tuple, list)) else [out]
                 if not all(isinstance(t, torch.Tensor) for t in items):
                     why = "the float64 run returned something other than tensors"
@@ -385,9 +495,32 @@ class Outputs:
                     why = "the float64 run returned %d outputs, not %d" % (
                         len(items), len(self.kept or []))
                 else:
-                    self.exact = [t.detach() for t in items]
-                    return self.exact
+                    items = [t.detach() for t in items]
+                    if jittered:
+                        self.exact_j = items
+                    else:
+                        self.exact = items
+                    return items
         except Exception as e:          # any failure: no recheck, the first verdict stands
             why = "the float64 run failed: " + W.exc_text(e)
-        self.exact = why
+        if jittered:
+            self.exact_j = why
+        else:
+            self.exact = why
         return why
+
+    def _model64_jitter(self, gen):
+        with torch.no_grad():
+            for t in self.model64.state_dict().values():
+                if isinstance(t, torch.Tensor) and t.dtype == torch.float64:
+                    R.jitter_(t, gen)
+
+    def _model64_restore(self):
+        """The float64 copy's parameters and buffers back to the model's."""
+        with torch.no_grad():
+            src = self.model.state_dict()
+            for k, t in self.model64.state_dict().items():
+                v = src.get(k)
+                if (isinstance(t, torch.Tensor) and t.dtype == torch.float64 and
+                        isinstance(v, torch.Tensor) and v.shape == t.shape):
+                    t.copy_(v.to(torch.float64))

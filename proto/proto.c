@@ -71,6 +71,7 @@ void proto_result_init(struct proto_result *rs)
 	rs->runtime_us = rs->runtime_lo_us = rs->runtime_hi_us = NAN;
 	rs->ref_runtime_us = rs->ref_lo_us = rs->ref_hi_us = NAN;
 	rs->speedup = NAN;
+	rs->kb_max_diff = NAN;
 	for (size_t i = 0; i < ST_ARRAY_LEN(rs->stage_ms); i++)
 		rs->stage_ms[i] = NAN;
 }

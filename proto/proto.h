@@ -49,6 +49,7 @@
 #define PROTO_FLAGS_MAX 32		  /* entries in result.flags */
 #define PROTO_ENV_MAX 64		  /* entries in result.env */
 #define PROTO_ENV_VAL_MAX (PROTO_NAME_MAX * 4) /* one env value */
+#define PROTO_REASON_MAX (16u << 10)	  /* one verdict's reason (result.*_reason) */
 #define PROTO_TRIALS_MAX 1000
 #define PROTO_WARMUP_MAX 10000		  /* request.warmup */
 #define PROTO_REPS_MAX 1000000		  /* request.min_reps/max_reps, result.reps */
@@ -144,6 +145,9 @@ struct proto_request {
 					   0..1 [0.01] */
 	uint32_t wall_ms;		/* "wall_ms": the evaluator's own budget,
 					   1..PROTO_TIME_MS_MAX [600000] */
+	char *verdict;			/* "verdict": which verdict decides "status":
+					   "stark" or "kernelbench"; "" = stark
+					   [""] (README "Verdicts") */
 };
 
 struct proto_kv {
@@ -185,6 +189,20 @@ struct proto_result {
 	uint32_t nflags;
 	struct proto_kv env[PROTO_ENV_MAX]; /* "env": device name, clocks, versions */
 	uint32_t nenv;
+	/* The two verdicts (README "Verdicts"); "" where they were not
+	   reached (the compile stage, a candidate that did not load, a
+	   rejection or crash during the trials, which "status" then says). */
+	char *verdict;		  /* "verdict": the one that decided "status":
+				     "stark", "kernelbench" or "" */
+	char *stark_status;	  /* "stark_status": a status name or "" */
+	char *stark_reason;	  /* "stark_reason": <= PROTO_REASON_MAX */
+	char *kb_status;	  /* "kb_status": KernelBench's verdict, a
+				     status name or "" */
+	char *kb_reason;	  /* "kb_reason": <= PROTO_REASON_MAX */
+	uint32_t kb_trials_run;	  /* "kb_trials_run": <= PROTO_TRIALS_MAX */
+	uint32_t kb_trials_passed; /* "kb_trials_passed": <= kb_trials_run */
+	double kb_max_diff;	  /* "kb_max_diff": the largest |expected - got|
+				     of its trials (NaN when not compared) */
 };
 
 /* Sets the defaults above; strings NULL.  Needs no release before. */
@@ -220,8 +238,9 @@ ST_WUR int proto_result_add_flag(struct proto_result *rs, const char *flag);
 ST_WUR int proto_result_add_env(struct proto_result *rs, const char *k, const char *v);
 
 /*
- * The schema's rules (caps, ranges, UTF-8, device and format names,
- * min_reps <= max_reps, trials_passed <= trials_run, unique env keys)
+ * The schema's rules (caps, ranges, UTF-8, device, format and verdict
+ * names, status names in *_status, min_reps <= max_reps, trials_passed <=
+ * trials_run and kb_trials_passed <= kb_trials_run, unique env keys)
  * applied to a struct built by hand.  Returns 0, ST_ETOOBIG for a string or
  * list over its cap, or ST_EINVAL; err (if not NULL) names the field.  The
  * encoders run these first, so what encodes also decodes.

@@ -65,6 +65,7 @@ static const struct proto_field request_fields[] = {
 	ROW_U32(RQ(placements), "placements", false, 1, PROTO_PLACEMENTS_MAX),
 	{.key = "l2_flush", .type = PF_BOOL, .off = RQ(l2_flush)},
 	ROW_U32(RQ(wall_ms), "wall_ms", false, 1, PROTO_TIME_MS_MAX),
+	ROW_STR(RQ(verdict), "verdict", false, PROTO_NAME_MAX),
 };
 
 static const struct proto_field result_fields[] = {
@@ -92,6 +93,14 @@ static const struct proto_field result_fields[] = {
 	ROW_METRIC(RS(stage_ms[3]), "time_ms"),
 	{.key = "flags", .type = PF_FLAGS, .off = RS(flags)},
 	{.key = "env", .type = PF_ENV, .off = RS(env)},
+	ROW_STR(RS(verdict), "verdict", false, PROTO_NAME_MAX),
+	ROW_STR(RS(stark_status), "stark_status", false, PROTO_NAME_MAX),
+	ROW_STR(RS(stark_reason), "stark_reason", false, PROTO_REASON_MAX),
+	ROW_STR(RS(kb_status), "kb_status", false, PROTO_NAME_MAX),
+	ROW_STR(RS(kb_reason), "kb_reason", false, PROTO_REASON_MAX),
+	ROW_U32(RS(kb_trials_run), "kb_trials_run", false, 0, PROTO_TRIALS_MAX),
+	ROW_U32(RS(kb_trials_passed), "kb_trials_passed", false, 0, PROTO_TRIALS_MAX),
+	ROW_METRIC(RS(kb_max_diff), "kb_max_diff"),
 };
 
 /* The decoder tracks seen keys in a 64-bit mask. */
@@ -337,6 +346,35 @@ static bool device_valid(const char *d)
 	return n >= 1 && n <= 3 && !d[n];
 }
 
+/* "", "stark" or "kernelbench": which verdict decides. */
+static bool verdict_valid(const char *v)
+{
+	return !v || !*v || !strcmp(v, "stark") || !strcmp(v, "kernelbench");
+}
+
+static int check_verdict(const char *key, const char *v, char *err, size_t errlen)
+{
+	char q[200];
+
+	if (verdict_valid(v))
+		return 0;
+	proto_quote(q, sizeof(q), v, strlen(v));
+	return stark_errbuf(err, errlen, ST_EINVAL,
+			  "field \"%s\": \"%s\" is not stark or kernelbench", key, q);
+}
+
+/* "" or a status name. */
+static int check_status_name(const char *key, const char *v, char *err, size_t errlen)
+{
+	enum proto_status st;
+	char q[200];
+
+	if (!v || !*v || !proto_status_parse(v, &st))
+		return 0;
+	proto_quote(q, sizeof(q), v, strlen(v));
+	return stark_errbuf(err, errlen, ST_EINVAL, "field \"%s\": \"%s\" is no status", key, q);
+}
+
 static int request_check(const void *obj, char *err, size_t errlen)
 {
 	const struct proto_request *rq = obj;
@@ -358,16 +396,26 @@ static int request_check(const void *obj, char *err, size_t errlen)
 		return stark_errbuf(err, errlen, ST_EINVAL,
 				    "field \"min_reps\": %u is above max_reps %u", rq->min_reps,
 				    rq->max_reps);
-	return 0;
+	return check_verdict("verdict", rq->verdict, err, errlen);
 }
 
 static int result_check(const void *obj, char *err, size_t errlen)
 {
 	const struct proto_result *rs = obj;
+	int rc;
 
 	if (rs->trials_passed > rs->trials_run)
 		return stark_errbuf(err, errlen, ST_EINVAL,
 				    "field \"trials_passed\": %u is above trials_run %u",
 				    rs->trials_passed, rs->trials_run);
-	return 0;
+	if (rs->kb_trials_passed > rs->kb_trials_run)
+		return stark_errbuf(err, errlen, ST_EINVAL,
+				    "field \"kb_trials_passed\": %u is above kb_trials_run %u",
+				    rs->kb_trials_passed, rs->kb_trials_run);
+	rc = check_verdict("verdict", rs->verdict, err, errlen);
+	if (!rc)
+		rc = check_status_name("stark_status", rs->stark_status, err, errlen);
+	if (!rc)
+		rc = check_status_name("kb_status", rs->kb_status, err, errlen);
+	return rc;
 }

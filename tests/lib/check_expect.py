@@ -17,7 +17,9 @@ EXPECT lines: CANDIDATE STATUSES FLAG [KEY=VALUE ...]   ("#" starts a comment)
   FLAG       what the flags must be when the status is "correct":
              "-"          no flag at all;
              "any"        whatever flags;
-             NAME[,NAME]  at least one of these flags (others may be there too)
+             NAME[,NAME]  at least one of these flags (others may be there too);
+             NAME+NAME    all of these flags (others may be there too);
+             =NAME[,NAME] exactly these flags, no other
   Bounds, checked when the status is "correct":
   max_speedup=X            speedup <= X
   min_runtime_us=X         runtime_us >= X (work that must be counted: e.g. a
@@ -37,6 +39,9 @@ EXPECT lines: CANDIDATE STATUSES FLAG [KEY=VALUE ...]   ("#" starts a comment)
   --no-timing is among the options; otherwise a "correct" result without
   runtime_us fails them.
   Other keys:
+  no_timing=REASON   the row is evaluated with --no-timing (in a batch of its
+                     own): a verdict that does not rest on the timing phase,
+                     spared its seconds
   cpu_only=REASON    the row is skipped (TAP "# SKIP") unless --device is cpu
                      (the default): for candidates whose attack or whose
                      expectation only holds on the CPU
@@ -55,7 +60,7 @@ import sys
 
 EVAL_TIMEOUT_S = 900
 BOUND_KEYS = ("max_speedup", "min_runtime_us", "same_speed_as", "not_faster_than")
-KEYS = set(BOUND_KEYS) | {"waived_by", "cpu_only", "todo"}
+KEYS = set(BOUND_KEYS) | {"waived_by", "cpu_only", "todo", "no_timing"}
 
 
 class Row:
@@ -120,22 +125,38 @@ class Runner:
         self.stark = stark
         self.extra = extra
         self.results = {}       # candidate path -> (result dict or None, why list)
+        self.untimed = set()    # candidate paths evaluated with --no-timing
+
+    def options(self, key):
+        extra = list(self.extra)
+        if key in self.untimed and "--no-timing" not in extra:
+            extra.append("--no-timing")
+        return extra
 
     def prefetch(self, rows):
-        """Evaluates rows' candidates in one `stark eval --batch` process:
-        one evaluator zygote imports torch once for all of them, instead of
-        once per row (STARK_EXPECT_BATCH=0 keeps one process per row)."""
+        """Evaluates rows' candidates in `stark eval --batch` processes (one
+        for the rows with no_timing, one for the others): one evaluator
+        zygote imports torch once for all of them, instead of once per row
+        (STARK_EXPECT_BATCH=0 keeps one process per row)."""
+        for row in rows:
+            if "no_timing" in row.opts:
+                self.untimed.add(row.path)
         if os.environ.get("STARK_EXPECT_BATCH", "1") == "0":
             return
         keys = []
         for row in rows:
             if row.path not in self.results and row.path not in keys:
                 keys.append(row.path)
+        for untimed in (False, True):
+            self.prefetch_keys([k for k in keys if (k in self.untimed) == untimed])
+
+    def prefetch_keys(self, keys):
         if not keys:
             return
         lines = "".join("%s %s\n" % (os.path.join(os.path.dirname(k), "problem.py"), k) for k in keys)
         try:
-            p = subprocess.run([self.stark, "eval", "--batch", "-"] + self.extra, input=lines.encode(),
+            p = subprocess.run([self.stark, "eval", "--batch", "-"] + self.options(keys[0]),
+                               input=lines.encode(),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                timeout=EVAL_TIMEOUT_S * len(keys))
             out, err, rc = p.stdout, p.stderr, p.returncode
@@ -161,7 +182,7 @@ class Runner:
             why = []
             res = None
             try:
-                p = subprocess.run([self.stark, "eval", problem, key, "--json"] + self.extra,
+                p = subprocess.run([self.stark, "eval", problem, key, "--json"] + self.options(key),
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=EVAL_TIMEOUT_S)
                 try:
                     res = json.loads(p.stdout)
@@ -242,6 +263,15 @@ def check_row(row, res, runner, rows_by_cand, timing):
     if st == "correct":
         if row.flag == "-" and flags:
             why.append("unexpected flags %s" % flags)
+        elif row.flag.startswith("="):
+            want = [f for f in row.flag[1:].split(",") if f]
+            if sorted(set(flags)) != sorted(set(want)):
+                why.append("flags %s, expected exactly %s" % (flags, want))
+        elif "+" in row.flag:
+            want = row.flag.split("+")
+            missing = [f for f in want if f not in flags]
+            if missing:
+                why.append("flag %s missing (flags %s)" % (" and ".join(missing), flags))
         elif row.flag not in ("-", "any"):
             want = row.flag.split(",")
             if not any(f in flags for f in want):
@@ -289,7 +319,8 @@ def main():
         res, why = runner.evaluate(row)
         notes = []
         if res is not None:
-            w, notes = check_row(row, res, runner, by_cand, timing)
+            w, notes = check_row(row, res, runner, by_cand,
+                                 timing and row.path not in runner.untimed)
             why += w
         desc = "%s -> %s" % (name, res.get("status") if res else "?")
         if res is not None and res.get("flags"):

@@ -77,6 +77,20 @@ static void expect_eval(const struct proto_request *rq, const char *expr, const 
 	dbuf_release(&out);
 }
 
+/* Evaluates expr and checks that it raises with needle in the message. */
+static void expect_raises(const char *expr, const char *needle)
+{
+	struct dbuf out;
+	int rc;
+
+	dbuf_init(&out, 1 << 20);
+	rc = evpy_eval(NULL, expr, &out);
+	ck_assert_msg(rc != 0, "%s did not raise: %s", expr, dbuf_str(&out));
+	ck_assert_msg(strstr(dbuf_str(&out), needle), "%s raised '%s', expected '%s'", expr,
+		      dbuf_str(&out), needle);
+	dbuf_release(&out);
+}
+
 /* ---- dict -> result ---- */
 
 START_TEST(result_full)
@@ -224,13 +238,14 @@ START_TEST(request_dict)
 		    "['atol16', 'atol32', 'build_dir', 'cache_dir', 'device', 'format', 'id', 'l2_flush', 'max_reps', "
 		    "'max_time_ms', 'min_reps', 'placements', 'problem_name', 'problem_src', 'rtol16', "
 		    "'rtol32', 'solution_name', 'solution_src', 'stage', 'target_rse', 'timing', "
-		    "'trials', 'wall_ms', 'warmup']");
+		    "'trials', 'verdict', 'wall_ms', 'warmup']");
 	expect_eval(&rq, "'seed' in req or any(str(0x5eed5eed5eed) in repr(v) for v in req.values())",
 		    "False");
 	expect_eval(&rq, "(req['stage'], req['trials'], req['timing'], req['device'])",
 		    "('run', 2, False, 'cpu')");
 	expect_eval(&rq, "req['problem_src']", "b'p\\xc3\\xa9'");
 	expect_eval(&rq, "(req['atol32'], req['rtol16'], req['wall_ms'])", "(0.0001, 0.01, 600000)");
+	expect_eval(&rq, "repr(req['verdict'])", "''"); /* not set: stark decides */
 	proto_request_release(&rq);
 }
 END_TEST
@@ -425,6 +440,158 @@ START_TEST(compare_exact_rules)
 		    " torch.tensor([float('nan')], dtype=torch.float64),"
 		    " torch.tensor([1.0, 2.0], dtype=torch.float64))]",
 		    "[['error'], ['error'], ['error']]");
+}
+END_TEST
+
+/* The scale rule (stark_rules.scale_bad, scale_exact): an output whose
+   values all sit under atol passes elementwise as zeros, a constant or a
+   half-scaled copy; its RMS error against its own RMS does not.  Honest
+   rounding passes; an output that is all zeros, or mostly the reference's
+   own rounding noise, has no scale to follow. */
+START_TEST(scale_rules)
+{
+	expect_eval(NULL, "(stark_rules.scale_fraction(1e-4), stark_rules.scale_fraction(1e-2))",
+		    "(0.01, 0.25)");
+	expect_eval(NULL,
+		    "(lambda w: [(lambda r: (r['nbad'], stark_rules.scale_bad(r, 0.01)))("
+		    "stark_wire.compare_tensor(g, w, 1e-4, 1e-4)) for g in (torch.zeros(1000), w * 0.5,"
+		    " torch.full((1000,), float(w.mean())), w * (1 + 1e-6), w.double().float())])("
+		    "torch.rand(1000, generator=torch.Generator().manual_seed(3)) * 1e-5)",
+		    "[(0, True), (0, True), (0, True), (0, False), (0, False)]");
+	/* no scale to follow: an all-zero expected output, integers */
+	expect_eval(NULL,
+		    "[stark_rules.scale_bad(stark_wire.compare_tensor(g, w, 1e-4, 1e-4), 0.01) for g, w"
+		    " in ((torch.full((8,), 1e-6), torch.zeros(8)), (torch.ones(3, dtype=torch.int64),"
+		    " torch.ones(3, dtype=torch.int64)))]",
+		    "[False, False]");
+	/* the figures it judges by */
+	expect_eval(NULL,
+		    "(lambda r: (r['rms_err'] == r['rms_want'], round(r['rms_want'] / 3.5355339e-05, 6),"
+		    " round(r['absmax_want'] / 4e-5, 6)))("
+		    "stark_wire.compare_tensor(torch.tensor([0.0, 0.0]), torch.tensor([3e-5, -4e-5]),"
+		    " 1e-4, 1e-4))",
+		    "(True, 1.0, 1.0)");
+	/* second opinion: zeros against an output that is the reference's
+	   rounding noise pass; against a true tiny output they fail */
+	expect_eval(NULL,
+		    "(lambda g, n: [stark_rules.scale_exact(torch.zeros(64), x.float() + e, x, 0.01,"
+		    " 32.0)['bad'] for x, e in ((torch.randn(64, generator=g, dtype=torch.float64)"
+		    " * 1e-12, n), (torch.rand(64, generator=g, dtype=torch.float64) * 1e-5,"
+		    " n * 1e-6))])(torch.Generator().manual_seed(5), torch.randn(64) * 1e-9)",
+		    "[False, True]");
+}
+END_TEST
+
+/* The precision rule's figures (stark_rules.precision_stats,
+   precision_ratios): operands rounded to TF32 land thousands of times
+   further from the exact result than float32 rounding and the
+   reference's own error; float32 rounding itself does not.  The probe's
+   inputs: non-negative floating tensors centred, others unchanged. */
+START_TEST(precision_rules)
+{
+	static const char tf32[] =
+		"(lambda t: (t + 0x0FFF + ((t >> 13) & 1)) & ~0x1FFF)";
+	char expr[2048];
+
+	snprintf(expr, sizeof(expr),
+		 "(lambda g: (lambda a, b: (lambda x, j: [(lambda r: (r[0] > 32, r[1] > 256))("
+		 "stark_rules.precision_ratios(stark_rules.precision_stats(c, (a.float() @"
+		 " b.float()), x, j))) for c in ((%s(a.float().view(torch.int32)).view(torch.float32)"
+		 " @ %s(b.float().view(torch.int32)).view(torch.float32)), (a @ b).float())])("
+		 "a @ b, stark_rules.jitter_(a.clone(), g) @ stark_rules.jitter_(b.clone(), g)))("
+		 "torch.randn(32, 256, dtype=torch.float64, generator=g).float().double(),"
+		 " torch.randn(256, 32, dtype=torch.float64, generator=g).float().double()))("
+		 "torch.Generator().manual_seed(7))",
+		 tf32, tf32);
+	expect_eval(NULL, expr, "[(True, True), (False, False)]");
+	/* the floor: an exact reference does not make any rounding look large */
+	expect_eval(NULL,
+		    "stark_rules.precision_ratios(stark_rules.precision_stats(torch.tensor([1.0 +"
+		    " 2**-23]), torch.tensor([1.0]), torch.tensor([1.0], dtype=torch.float64),"
+		    " torch.tensor([1.0], dtype=torch.float64)))",
+		    "(2.0, 2.0)");
+	expect_eval(NULL,
+		    "(lambda t: (float(t.sub(1).abs().max()) <= 2**-24, bool((t != 1).any())))("
+		    "stark_rules.jitter_(torch.ones(1000, dtype=torch.float64),"
+		    " torch.Generator().manual_seed(1)))",
+		    "(True, True)");
+	expect_eval(NULL,
+		    "(lambda xs: (lambda r: (r[1], abs(float(r[0][0].mean())) < 1e-6, r[0][1] is xs[1],"
+		    " r[0][2] is xs[2], r[0][3], float(r[0][4]) == 0.0))(stark_rules.centre_inputs(xs)))"
+		    "([torch.rand(100), torch.randn(100), torch.arange(5), 3, torch.tensor(0.5)])",
+		    "(1, True, True, True, 3, False)");
+}
+END_TEST
+
+/* KernelBench's verdict, replicated: its trial seeds (torch.manual_seed(42)
+   then randint per trial), its input processing (every tensor cast to the
+   precision, integers too), torch.allclose with the reference's output
+   first (rtol scales the candidate's magnitude), NaN never close, a dtype
+   mismatch raising as torch.allclose does. */
+START_TEST(kb_rules)
+{
+	expect_eval(NULL,
+		    "(torch.manual_seed(42), [torch.randint(0, 2**32 - 1, (1,)).item() for _ in"
+		    " range(5)])[1] == stark_rules.kb_trial_seeds()",
+		    "True");
+	expect_eval(NULL, "len(set(stark_rules.kb_trial_seeds()))", "5");
+	expect_eval(NULL,
+		    "[(x.dtype, x.tolist()) if isinstance(x, torch.Tensor) else x for x in"
+		    " (stark_rules.kb_process_input(v, 'cpu') for v in (torch.tensor([1, 2]),"
+		    " torch.tensor([0.5], dtype=torch.float64), 7))]",
+		    "[(torch.float32, [1.0, 2.0]), (torch.float32, [0.5]), 7]");
+	expect_eval(NULL, "stark_rules.KB_TOLERANCE", "{'fp32': 0.0001, 'fp16': 0.01, 'bf16': 0.01}");
+	/* the argument order: allclose(reference, candidate) */
+	expect_eval(NULL,
+		    "(stark_rules.kb_allclose(torch.tensor([2.0]), torch.tensor([1.0]), 0.0, 0.5)['close'],"
+		    " torch.allclose(torch.tensor([1.0]), torch.tensor([2.0]), rtol=0.5, atol=0.0),"
+		    " torch.allclose(torch.tensor([2.0]), torch.tensor([1.0]), rtol=0.5, atol=0.0))",
+		    "(True, True, False)");
+	/* the same answer as torch.allclose on random pairs near the edge */
+	expect_eval(NULL,
+		    "(lambda g: all(stark_rules.kb_allclose(w + d, w, 1e-4, 1e-4)['close'] =="
+		    " torch.allclose(w, w + d, atol=1e-4, rtol=1e-4) for w, d in ((torch.randn(500,"
+		    " generator=g), torch.randn(500, generator=g) * s) for s in (1e-5, 5e-5, 1e-4,"
+		    " 2e-4, 1e-3) for _ in range(4))))(torch.Generator().manual_seed(2))",
+		    "True");
+	expect_eval(NULL,
+		    "(lambda r: (r['close'], r['nbad'], round(r['used'], 3), r['max_diff'] > 0))("
+		    "stark_rules.kb_allclose(torch.tensor([1.00005, 3.0]), torch.tensor([1.0, 3.0]),"
+		    " 1e-4, 1e-4))",
+		    "(True, 0, 0.25, True)");
+	expect_eval(NULL,
+		    "(lambda r: (r['close'], r['nbad'], r['first']))(stark_rules.kb_allclose("
+		    "torch.tensor([1.0, float('nan')]), torch.tensor([1.0, float('nan')]), 1e-4, 1e-4))",
+		    "(False, 1, 1)");
+	expect_raises("stark_rules.kb_allclose(torch.ones(2), torch.ones(2, dtype=torch.float64),"
+		      " 1e-4, 1e-4)",
+		      "did not match");
+}
+END_TEST
+
+/* The reference's work (stark_referee_checks.work_ops): what it dispatches
+   but allocation, views, copies and queries, with the families of heavy
+   operators; in-place variants folded; the candidate's share of time. */
+START_TEST(op_rules)
+{
+	expect_eval(NULL,
+		    "[stark_referee_checks.op_name(n) for n in ('aten::tanh_', 'aten::add.out',"
+		    " 'aten::_softmax', 'cudaLaunchKernel', 'my_ext::gemm', 'aten::_')]",
+		    "['aten::tanh', 'aten::add', 'aten::_softmax', None, None, 'aten::_']");
+	expect_eval(NULL,
+		    "(lambda w: ('aten::linear' in w, 'aten::einsum' in w, 'aten::mm' in w,"
+		    " 'aten::empty' in w, 'aten::view' in w, 'aten::add' in w,"
+		    " 'aten::conv2d' in w))(stark_referee_checks.work_ops({'aten::matmul', 'aten::mm',"
+		    " 'aten::empty', 'aten::view', 'aten::add_', 'aten::copy_'}))",
+		    "(True, True, True, False, False, True, False)");
+	expect_eval(NULL,
+		    "stark_referee_checks.op_shares({'aten::mm': [1, 90.0], 'aten::empty': [2, 5.0],"
+		    " 'aten::add_': [1, 5.0], 'cudaMalloc': [1, 1.0]},"
+		    " stark_referee_checks.work_ops({'aten::mm', 'aten::add'}), 100.0)",
+		    "([('aten::mm', 90.0), ('aten::add', 5.0)], 0.95)");
+	expect_eval(NULL,
+		    "stark_referee_checks.work_ops({'aten::empty_like', 'aten::copy_', 'aten::reshape'})",
+		    "set()");
 }
 END_TEST
 
@@ -786,15 +953,252 @@ START_TEST(eval_correct)
 {
 	struct proto_result rs;
 
-	evaluate(problem_src, "        return torch.clamp(x, min=0) * self.w\n", &rs);
+	/* none of the reference's operators (relu, mul): no flag */
+	evaluate(problem_src,
+		 "        return torch.addcmul(torch.zeros_like(x), torch.clamp(x, min=0), self.w)\n",
+		 &rs);
 	ck_assert_msg(rs.status == PROTO_ST_CORRECT, "%s: %s", proto_status_name(rs.status),
 		      rs.message);
 	ck_assert_uint_eq(rs.trials_run, 2);
 	ck_assert_uint_eq(rs.trials_passed, 2);
 	ck_assert(rs.max_abs_err == 0.0);
 	ck_assert(isnan(rs.runtime_us)); /* timing was off */
-	ck_assert_uint_eq(rs.nflags, 0);
+	ck_assert_msg(rs.nflags == 0, "%s", rs.nflags ? rs.flags[0] : "");
+	/* both verdicts, stark's deciding */
+	ck_assert_str_eq(rs.verdict, "stark");
+	ck_assert_str_eq(rs.stark_status, "correct");
+	ck_assert_str_eq(rs.kb_status, "correct");
+	ck_assert_uint_eq(rs.kb_trials_run, 5);
+	ck_assert_uint_eq(rs.kb_trials_passed, 5);
+	ck_assert(rs.kb_max_diff == 0.0);
+	ck_assert_msg(strstr(rs.kb_reason, "5 of 5 trials within torch.allclose(atol=rtol=0.0001)"),
+		      "%s", rs.kb_reason);
 	proto_result_release(&rs);
+}
+END_TEST
+
+/* Outputs all under atol: zeros pass elementwise and KernelBench's
+   allclose, and fail stark's scale rule; --verdict kernelbench makes
+   KernelBench's verdict decide, both verdicts still in the result. */
+static const char problem_tiny[] =
+	"import torch\nimport torch.nn as nn\n"
+	"class Model(nn.Module):\n"
+	"    def __init__(self, n):\n"
+	"        super().__init__()\n"
+	"        self.w = nn.Parameter(torch.randn(n))\n"
+	"    def forward(self, x):\n"
+	"        return torch.relu(x) * self.w * 1e-6\n"
+	"n = 64\n"
+	"def get_inputs():\n"
+	"    return [torch.randn(8, n)]\n"
+	"def get_init_inputs():\n"
+	"    return [n]\n";
+
+START_TEST(eval_scale_rule)
+{
+	struct proto_request rq;
+	struct proto_result rs;
+	char sol[4096];
+
+	evaluate(problem_tiny, "        return torch.zeros_like(x)\n", &rs);
+	ck_assert_int_eq(rs.status, PROTO_ST_INCORRECT);
+	ck_assert_msg(strstr(rs.message, "% of its RMS") && strstr(rs.message, "under atol=0.0001"),
+		      "%s", rs.message);
+	ck_assert_str_eq(rs.stark_status, "incorrect");
+	ck_assert_str_eq(rs.kb_status, "correct");
+	ck_assert_msg(strstr(rs.message, "kernelbench verdict: correct"), "%s", rs.message);
+	proto_result_release(&rs);
+
+	snprintf(sol, sizeof(sol), "%s%s", header, "        return torch.zeros_like(x)\n");
+	fill_request(&rq, problem_tiny, sol);
+	rq.verdict = str_dup("kernelbench");
+	evpy_set_secret(rq.seed);
+	proto_result_init(&rs);
+	ck_assert_int_eq(evaluate_all(&rq, &rs), 0);
+	ck_assert_msg(rs.status == PROTO_ST_CORRECT, "%s", rs.message);
+	ck_assert_str_eq(rs.verdict, "kernelbench");
+	ck_assert_str_eq(rs.stark_status, "incorrect");
+	ck_assert_msg(strstr(rs.message, "stark verdict: incorrect"), "%s", rs.message);
+	proto_result_release(&rs);
+	proto_request_release(&rq);
+
+	/* an honest candidate at that scale passes, unflagged */
+	evaluate(problem_tiny,
+		 "        return torch.addcmul(torch.zeros_like(x), torch.clamp(x, min=0),"
+		 " self.w.div(1e6))\n",
+		 &rs);
+	ck_assert_msg(rs.status == PROTO_ST_CORRECT && rs.nflags == 0, "%s", rs.message);
+	proto_result_release(&rs);
+}
+END_TEST
+
+/* A fallback to the reference's own operator in except: flagged
+   calls_reference_op, the operator named with its share. */
+START_TEST(eval_reference_op)
+{
+	struct proto_result rs;
+
+	evaluate(problem_src,
+		 "        try:\n"
+		 "            import stark_no_such_ext\n"
+		 "        except ImportError:\n"
+		 "            return torch.relu(x) * self.w\n",
+		 &rs);
+	ck_assert_msg(rs.status == PROTO_ST_CORRECT, "%s", rs.message);
+	ck_assert_uint_eq(rs.nflags, 1);
+	ck_assert_str_eq(rs.flags[0], "calls_reference_op");
+	ck_assert_msg(strstr(rs.message, "aten::relu") && strstr(rs.message, "aten::mul") &&
+			      strstr(rs.message, "of its profiled call"),
+		      "%s", rs.message);
+	proto_result_release(&rs);
+}
+END_TEST
+
+/* Operands rounded to TF32 on a positive matmul pass the tolerance and are
+   flagged reduced_precision by the centred probe; the same kernel in
+   float32 is not. */
+static const char problem_posmm[] =
+	"import torch\nimport torch.nn as nn\n"
+	"class Model(nn.Module):\n"
+	"    def __init__(self):\n"
+	"        super().__init__()\n"
+	"    def forward(self, a, b):\n"
+	"        return torch.matmul(a, b)\n"
+	"def get_inputs():\n"
+	"    return [torch.rand(32, 512), torch.rand(512, 32)]\n"
+	"def get_init_inputs():\n"
+	"    return []\n";
+
+static const char posmm_head[] =
+	"import torch\nimport torch.nn as nn\n"
+	"def tf32(x):\n"
+	"    i = x.contiguous().view(torch.int32)\n"
+	"    return ((i + 0x0FFF + ((i >> 13) & 1)) & ~0x1FFF).view(torch.float32)\n"
+	"class ModelNew(nn.Module):\n"
+	"    def __init__(self):\n"
+	"        super().__init__()\n"
+	"    def forward(self, a, b):\n";
+
+START_TEST(eval_precision)
+{
+	static const char *const bodies[2] = {
+		"        a, b = tf32(a), tf32(b)\n"
+		"        return (a[:, :, None] * b[None]).sum(1)\n",
+		"        return (a[:, :, None] * b[None]).sum(1)\n",
+	};
+	struct proto_request rq;
+	struct proto_result rs;
+	char sol[4096];
+
+	for (int i = 0; i < 2; i++) {
+		snprintf(sol, sizeof(sol), "%s%s", posmm_head, bodies[i]);
+		fill_request(&rq, problem_posmm, sol);
+		evpy_set_secret(rq.seed);
+		proto_result_init(&rs);
+		ck_assert_int_eq(evaluate_all(&rq, &rs), 0);
+		ck_assert_msg(rs.status == PROTO_ST_CORRECT, "%s", rs.message);
+		if (i == 0) {
+			ck_assert_msg(rs.nflags == 1 && !strcmp(rs.flags[0], "reduced_precision"),
+				      "%s", rs.message);
+			ck_assert_msg(strstr(rs.message, "centred") &&
+					      strstr(rs.message, "further from the float64 result"),
+				      "%s", rs.message);
+		} else {
+			ck_assert_msg(rs.nflags == 0, "%s", rs.message);
+		}
+		proto_result_release(&rs);
+		proto_request_release(&rq);
+	}
+}
+END_TEST
+
+/* KernelBench's inputs are cast to float32 whatever the problem's dtypes;
+   a kernel that reads integers may crash on them.  Its trials run last, so
+   the crash is KernelBench's verdict and stark's stands. */
+START_TEST(eval_kb_crash)
+{
+	static const char problem[] =
+		"import torch\nimport torch.nn as nn\n"
+		"class Model(nn.Module):\n"
+		"    def __init__(self):\n"
+		"        super().__init__()\n"
+		"    def forward(self, table, idx):\n"
+		"        return table.long()[idx.long()]\n"
+		"def get_inputs():\n"
+		"    return [torch.randint(0, 100, (100,), dtype=torch.int32),"
+		" torch.randint(0, 100, (16,), dtype=torch.int32)]\n"
+		"def get_init_inputs():\n"
+		"    return []\n";
+	static const char sol[] =
+		"import os, signal\nimport numpy as np\nimport torch\nimport torch.nn as nn\n"
+		"class ModelNew(nn.Module):\n"
+		"    def __init__(self):\n"
+		"        super().__init__()\n"
+		"    def forward(self, table, idx):\n"
+		"        if table.dtype != torch.int32:\n"
+		"            os.kill(os.getpid(), signal.SIGSEGV)\n"
+		"        t = table.numpy().astype(np.int64)\n"
+		"        return torch.from_numpy(t[idx.numpy()])\n";
+	struct proto_request rq;
+	struct proto_result rs;
+
+	fill_request(&rq, problem, sol);
+	evpy_set_secret(rq.seed);
+	proto_result_init(&rs);
+	ck_assert_int_eq(evaluate_all(&rq, &rs), 0);
+	ck_assert_msg(rs.status == PROTO_ST_CORRECT, "%s", rs.message);
+	ck_assert_str_eq(rs.kb_status, "crashed");
+	ck_assert_uint_eq(rs.kb_trials_run, 1);
+	ck_assert(isnan(rs.kb_max_diff));
+	ck_assert_msg(strstr(rs.message, "kernelbench verdict: crashed") &&
+			      strstr(rs.message, "SIGSEGV"),
+		      "%s", rs.message);
+	proto_result_release(&rs);
+	proto_request_release(&rq);
+}
+END_TEST
+
+/* The two verdicts differ the other way: a two-pass variance is closer to
+   the exact result than the cancelling reference, which stark's float64
+   second opinion sees and KernelBench's allclose does not. */
+START_TEST(eval_verdicts_differ)
+{
+	static const char problem[] =
+		"import torch\nimport torch.nn as nn\n"
+		"class Model(nn.Module):\n"
+		"    def __init__(self):\n"
+		"        super().__init__()\n"
+		"    def forward(self, x):\n"
+		"        return (x * x).mean(dim=1) - x.mean(dim=1) ** 2\n"
+		"def get_inputs():\n"
+		"    return [torch.randn(64, 2048) + 100.0]\n"
+		"def get_init_inputs():\n"
+		"    return []\n";
+	static const char sol[] =
+		"import numpy as np\nimport torch\nimport torch.nn as nn\n"
+		"class ModelNew(nn.Module):\n"
+		"    def __init__(self):\n"
+		"        super().__init__()\n"
+		"    def forward(self, x):\n"
+		"        a = x.numpy().astype(np.float64)\n"
+		"        return torch.from_numpy(a.var(axis=1).astype(np.float32))\n";
+	struct proto_request rq;
+	struct proto_result rs;
+
+	fill_request(&rq, problem, sol);
+	evpy_set_secret(rq.seed);
+	proto_result_init(&rs);
+	ck_assert_int_eq(evaluate_all(&rq, &rs), 0);
+	ck_assert_msg(rs.status == PROTO_ST_CORRECT, "%s", rs.message);
+	ck_assert_str_eq(rs.kb_status, "incorrect");
+	ck_assert_uint_eq(rs.kb_trials_passed, 0);
+	ck_assert(rs.kb_max_diff > 1e-4);
+	ck_assert_msg(strstr(rs.message, "float64 second opinion") &&
+			      strstr(rs.message, "kernelbench verdict: incorrect") &&
+			      strstr(rs.message, "times the tolerance"),
+		      "%s", rs.message);
+	proto_result_release(&rs);
+	proto_request_release(&rq);
 }
 END_TEST
 
@@ -1274,6 +1678,10 @@ static Suite *evaluator_suite(void)
 	tcase_add_test(pieces, compare_exact_rules);
 	tcase_add_test(pieces, roofline);
 	tcase_add_test(pieces, variant_rules);
+	tcase_add_test(pieces, scale_rules);
+	tcase_add_test(pieces, precision_rules);
+	tcase_add_test(pieces, kb_rules);
+	tcase_add_test(pieces, op_rules);
 	tcase_add_test(pieces, inputs_and_digests);
 	tcase_add_test(pieces, stream_pieces);
 	tcase_add_test(pieces, footprint_estimate);
@@ -1291,6 +1699,11 @@ static Suite *evaluator_suite(void)
 	tcase_add_unchecked_fixture(whole, start_python, NULL);
 	tcase_set_timeout(whole, 120);
 	tcase_add_test(whole, eval_correct);
+	tcase_add_test(whole, eval_scale_rule);
+	tcase_add_test(whole, eval_reference_op);
+	tcase_add_test(whole, eval_precision);
+	tcase_add_test(whole, eval_verdicts_differ);
+	tcase_add_test(whole, eval_kb_crash);
 	tcase_add_test(whole, eval_incorrect);
 	tcase_add_test(whole, eval_runtime_error);
 	tcase_add_test(whole, eval_build_env_missing);

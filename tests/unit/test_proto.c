@@ -178,6 +178,7 @@ static const struct key rq_keys[] = {
 	{"placements", K_UINT, false, 3, NULL, 0},
 	{"l2_flush", K_BOOL, false, 0, NULL, 0},
 	{"wall_ms", K_UINT, false, 123456, NULL, 0},
+	{"verdict", K_STR, false, 0, "kernelbench", 0},
 };
 #define N_RQ ((int)ST_ARRAY_LEN(rq_keys))
 
@@ -206,6 +207,14 @@ static const struct key rs_keys[] = {
 	{"time_ms", K_F64, false, 0, NULL, 4},
 	{"flags", K_FLAGS, false, 0, NULL, 0},
 	{"env", K_ENV, false, 0, NULL, 0},
+	{"verdict", K_STR, false, 0, "stark", 0},
+	{"stark_status", K_STR, false, 0, "incorrect", 0},
+	{"stark_reason", K_STR, false, 0, "output 0 differs", 0},
+	{"kb_status", K_STR, false, 0, "correct", 0},
+	{"kb_reason", K_STR, false, 0, "5 of 5 trials within torch.allclose", 0},
+	{"kb_trials_run", K_UINT, false, 5, NULL, 0},
+	{"kb_trials_passed", K_UINT, false, 5, NULL, 0},
+	{"kb_max_diff", K_F64, false, 0, NULL, 8e-5},
 };
 #define N_RS ((int)ST_ARRAY_LEN(rs_keys))
 
@@ -410,6 +419,7 @@ static void fill_request(struct proto_request *rq)
 	rq->placements = PROTO_PLACEMENTS_MAX;
 	rq->l2_flush = false;
 	rq->wall_ms = PROTO_TIME_MS_MAX;
+	rq->verdict = strdup("kernelbench");
 }
 
 static void fill_result(struct proto_result *rs)
@@ -445,6 +455,14 @@ static void fill_result(struct proto_result *rs)
 		snprintf(v, sizeof(v), "value %d \xe2\x82\xac", i);
 		ck_assert_int_eq(proto_result_add_env(rs, k, v), 0);
 	}
+	rs->verdict = strdup("kernelbench");
+	rs->stark_status = strdup("incorrect");
+	rs->stark_reason = strdup("output 0 differs (trial 1 of 5): its RMS error is 100% of its RMS");
+	rs->kb_status = strdup("runtime_error");
+	rs->kb_reason = strdup("trial 2: the candidate raised ValueError \xe2\x80\x94 bad");
+	rs->kb_trials_run = 2;
+	rs->kb_trials_passed = 1;
+	rs->kb_max_diff = 1.25e-4;
 }
 
 static void same_double(double a, double b, const char *what)
@@ -483,6 +501,7 @@ static void same_request(const struct proto_request *a, const struct proto_reque
 	ck_assert_uint_eq(a->placements, b->placements);
 	ck_assert_int_eq(a->l2_flush, b->l2_flush);
 	ck_assert_uint_eq(a->wall_ms, b->wall_ms);
+	ck_assert_str_eq(a->verdict ? a->verdict : "", b->verdict);
 }
 
 static void same_result(const struct proto_result *a, const struct proto_result *b)
@@ -515,6 +534,14 @@ static void same_result(const struct proto_result *a, const struct proto_result 
 		ck_assert_str_eq(a->env[i].key, b->env[i].key);
 		ck_assert_str_eq(a->env[i].val, b->env[i].val);
 	}
+	ck_assert_str_eq(a->verdict ? a->verdict : "", b->verdict);
+	ck_assert_str_eq(a->stark_status ? a->stark_status : "", b->stark_status);
+	ck_assert_str_eq(a->stark_reason ? a->stark_reason : "", b->stark_reason);
+	ck_assert_str_eq(a->kb_status ? a->kb_status : "", b->kb_status);
+	ck_assert_str_eq(a->kb_reason ? a->kb_reason : "", b->kb_reason);
+	ck_assert_uint_eq(a->kb_trials_run, b->kb_trials_run);
+	ck_assert_uint_eq(a->kb_trials_passed, b->kb_trials_passed);
+	same_double(a->kb_max_diff, b->kb_max_diff, "kb_max_diff");
 }
 
 /* Frame -> body helpers for encoder output. */
@@ -629,6 +656,7 @@ START_TEST(request_defaults)
 	ck_assert_str_eq(rq.problem_name, "");
 	ck_assert_str_eq(rq.solution_name, "");
 	ck_assert_str_eq(rq.cache_dir, "");
+	ck_assert_str_eq(rq.verdict, ""); /* stark decides */
 	ck_assert_uint_eq(rq.trials, d.trials);
 	ck_assert_uint_eq(rq.warmup, d.warmup);
 	ck_assert_uint_eq(rq.min_reps, d.min_reps);
@@ -667,6 +695,13 @@ START_TEST(result_defaults)
 	ck_assert(isnan(rs.max_abs_err) && isnan(rs.ref_hi_us) && isnan(rs.stage_ms[2]));
 	ck_assert_uint_eq(rs.nflags, 0);
 	ck_assert_uint_eq(rs.nenv, 0);
+	/* no verdicts reached */
+	ck_assert_str_eq(rs.verdict, "");
+	ck_assert_str_eq(rs.stark_status, "");
+	ck_assert_str_eq(rs.kb_status, "");
+	ck_assert_str_eq(rs.kb_reason, "");
+	ck_assert_uint_eq(rs.kb_trials_run, 0);
+	ck_assert(isnan(rs.kb_max_diff));
 	proto_result_release(&rs);
 	dbuf_release(&b);
 }
@@ -838,9 +873,12 @@ static void dup_and_missing(const struct key *keys, int i, bool request)
 	v = (struct variant)V0;
 	v.skip = i;
 	rc = request ? try_rq(&v, err) : try_rs(&v, err);
-	if (!keys[i].required && !strcmp(keys[i].key, "trials_run")) {
-		/* trials_passed (4) may not exceed the default trials_run (0) */
-		ck_assert_msg(rc == ST_EPROTO && strstr(err, "above trials_run"), "%s", err);
+	if (!keys[i].required &&
+	    (!strcmp(keys[i].key, "trials_run") || !strcmp(keys[i].key, "kb_trials_run"))) {
+		/* (kb_)trials_passed may not exceed the default (kb_)trials_run, 0 */
+		ck_assert_msg(rc == ST_EPROTO && strstr(err, "above ") &&
+				      strstr(err, keys[i].key),
+			      "%s", err);
 		return;
 	}
 	if (!keys[i].required) {
@@ -1130,6 +1168,8 @@ START_TEST(ranges)
 	} rs_u[] = {
 		{"trials_run", PROTO_TRIALS_MAX + 1}, {"trials_passed", 6}, /* > trials_run 5 */
 		{"reps", PROTO_REPS_MAX + 1},	      {"trials_run", 3},    /* < trials_passed 4 */
+		{"kb_trials_run", PROTO_TRIALS_MAX + 1}, {"kb_trials_passed", 6}, /* > kb_trials_run 5 */
+		{"kb_trials_run", 4},		      /* < kb_trials_passed 5 */
 	};
 
 	for (size_t i = 0; i < ST_ARRAY_LEN(rq_u); i++) {
@@ -1318,6 +1358,82 @@ START_TEST(encode_checks)
 	ck_assert_int_eq(proto_result_check(&rs, err, ERRLEN), ST_EINVAL);
 	ck_assert_str_eq(err, "field \"flags\": entry 1: empty");
 	rs.nflags = 1;
+	ck_assert_int_eq(proto_result_encode(&rs, &out), 0);
+	proto_result_release(&rs);
+	dbuf_release(&out);
+}
+END_TEST
+
+/* The two verdicts: which decides is "stark", "kernelbench" or "" (the
+ * default, stark); each verdict's status is a status name or "" (not
+ * reached); a reason is capped at PROTO_REASON_MAX. */
+START_TEST(verdict_fields)
+{
+	static const struct {
+		const char *key;
+		const char *s;
+		bool request;
+	} bad[] = {
+		{"verdict", "kb", true},	   {"verdict", "Stark", true},
+		{"verdict", "both", false},	   {"stark_status", "passed", false},
+		{"kb_status", "compiled ", false}, {"kb_status", "ok", false},
+	};
+	static const char *const good_rs[][2] = {
+		{"verdict", ""},	    {"verdict", "kernelbench"}, {"stark_status", ""},
+		{"kb_status", "runtime_error"}, {"kb_status", "error"}, {"stark_status", "rejected"},
+	};
+	struct proto_request rq;
+	struct proto_result rs;
+	struct dbuf out;
+	char err[ERRLEN] = "";
+
+	for (size_t i = 0; i < ST_ARRAY_LEN(bad); i++) {
+		gv_reset();
+		w_str(&g_val, bad[i].s);
+		if (bad[i].request)
+			EXPECT_BAD(rq_with, ST_EPROTO, bad[i].key);
+		else
+			EXPECT_BAD(rs_with, ST_EPROTO, bad[i].key);
+	}
+	for (size_t i = 0; i < ST_ARRAY_LEN(good_rs); i++) {
+		gv_reset();
+		w_str(&g_val, good_rs[i][1]);
+		ck_assert_msg(rs_with(good_rs[i][0], err) == 0, "%s=\"%s\": %s", good_rs[i][0],
+			      good_rs[i][1], err);
+	}
+	gv_reset();
+	w_str(&g_val, "stark");
+	ck_assert_int_eq(rq_with("verdict", err), 0);
+	dbuf_release(&g_val);
+
+	/* the encoder applies the same rules */
+	big_init(&out);
+	fill_request(&rq);
+	free(rq.verdict);
+	rq.verdict = strdup("majority");
+	ck_assert_int_eq(proto_request_encode(&rq, &out), ST_EINVAL);
+	ck_assert_int_eq(proto_request_check(&rq, err, ERRLEN), ST_EINVAL);
+	ck_assert_str_eq(err, "field \"verdict\": \"majority\" is not stark or kernelbench");
+	free(rq.verdict);
+	rq.verdict = NULL; /* sent as "": stark decides */
+	ck_assert_int_eq(proto_request_encode(&rq, &out), 0);
+	proto_request_release(&rq);
+	fill_result(&rs);
+	rs.kb_trials_passed = 3;
+	ck_assert_int_eq(proto_result_check(&rs, err, ERRLEN), ST_EINVAL);
+	ck_assert_str_eq(err, "field \"kb_trials_passed\": 3 is above kb_trials_run 2");
+	rs.kb_trials_passed = 2;
+	free(rs.kb_status);
+	rs.kb_status = strdup("fine");
+	ck_assert_int_eq(proto_result_check(&rs, err, ERRLEN), ST_EINVAL);
+	ck_assert_str_eq(err, "field \"kb_status\": \"fine\" is no status");
+	free(rs.kb_status);
+	rs.kb_status = NULL;
+	free(rs.kb_reason);
+	rs.kb_reason = calloc(1, PROTO_REASON_MAX + 2);
+	memset(rs.kb_reason, 'r', PROTO_REASON_MAX + 1);
+	ck_assert_int_eq(proto_result_check(&rs, err, ERRLEN), ST_ETOOBIG);
+	rs.kb_reason[PROTO_REASON_MAX] = '\0';
 	ck_assert_int_eq(proto_result_encode(&rs, &out), 0);
 	proto_result_release(&rs);
 	dbuf_release(&out);
@@ -1815,6 +1931,7 @@ static Suite *proto_suite(void)
 	tcase_add_test(tc, lenient_forms);
 	tcase_add_test(tc, encode_checks);
 	tcase_add_test(tc, setters);
+	tcase_add_test(tc, verdict_fields);
 	tcase_add_test(tc, status_names);
 	suite_add_tcase(s, tc);
 

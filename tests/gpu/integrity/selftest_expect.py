@@ -16,6 +16,8 @@ FAKE_STARK = r'''#!/usr/bin/env python3
 import sys
 # stark eval PROBLEM CANDIDATE --json ...: the candidate's first line is "# " + JSON
 line = open(sys.argv[3]).readline()
+if "untimed_only" in line and "--no-timing" not in sys.argv:
+    line = "timed"          # a row with no_timing must be evaluated without timing
 sys.stdout.write(line[2:] if line.startswith("# {") else "garbage")
 '''
 
@@ -56,6 +58,13 @@ CASES = [
     ("p/broken.py", None, "correct -", False),
     ("p/cpu_only.py", res("incorrect"), "correct - cpu_only=needs_the_cpu", None),
     ("p/todo.py", res("incorrect"), "correct - todo=not_yet", False),
+    ("p/all_of.py", res(flags=["a", "b", "c"]), "correct a+b", True),
+    ("p/all_of_missing.py", res(flags=["a", "c"]), "correct a+b", False),
+    ("p/exactly.py", res(flags=["a"]), "correct =a", True),
+    ("p/exactly_extra.py", res(flags=["a", "b"]), "correct =a", False),
+    ("p/exactly_missing.py", res(), "correct =a", False),
+    ("p/untimed.py", dict(res(runtime=None), untimed_only=True),
+     "correct - min_runtime_us=1500 no_timing=cheap", True),
 ]
 
 
@@ -128,8 +137,8 @@ def main():
         for f in failures:
             print("  " + f)
         return 1
-    print("check_expect self-test: %d cases on cpu and cuda, --no-timing, filtering, two files, "
-          "unknown columns: passed" % len(CASES))
+    print("check_expect self-test: %d cases on cpu and cuda, --no-timing, no_timing rows, "
+          "filtering, two files, unknown columns: passed" % len(CASES))
     return 0
 
 
