@@ -27,7 +27,8 @@ json() { "$PY" -c 'import json,sys; j=json.load(open(sys.argv[1])); print(eval(s
 # case NAME ENV EXPECTED-STATUS PROBLEM SOLUTION CHECK-EXPR
 case_() {
 	local name=$1 envs=$2 want=$3 prob=$4 sol=$5 check=$6 st
-	env $envs "$STARK" eval "$prob" "$sol" --json --no-timing >"$T/out.json" 2>"$T/err.txt"
+	# shellcheck disable=SC2086 # sol may carry options after the file
+	env $envs "$STARK" eval "$prob" $sol --json --no-timing >"$T/out.json" 2>"$T/err.txt"
 	st=$(json "$T/out.json" 'j["status"]')
 	if [ "$st" != "$want" ]; then
 		not_ok "$name: status ${st:-none}, expected $want" \
@@ -41,9 +42,9 @@ case_() {
 	fi
 }
 
-echo "1..7"
+echo "1..10"
 if [ ! -x "$STARK" ]; then
-	for i in 1 2 3 4 5 6 7; do echo "not ok $i - $STARK is not built"; done
+	for i in 1 2 3 4 5 6 7 8 9 10; do echo "not ok $i - $STARK is not built"; done
 	exit 1
 fi
 
@@ -57,6 +58,18 @@ case_ "a mismatch in the last chunk is found where it is" "STARK_WINDOW_BYTES=40
 case_ "the same candidate is judged alike with the default window" "" \
 	incorrect $M/stream/problem.py $M/stream/wrong_last.py \
 	'j["first_bad"] == "[60, 332]" and "output_window" not in j["env"]'
+# The rules that judge a whole output hold piece by piece: 4 MiB of
+# probabilities all under atol through a 64 KiB window (64 pieces).
+I=tests/integrity/probs
+case_ "a zero output streamed in pieces fails the scale rule" "STARK_WINDOW_BYTES=65536" \
+	incorrect $I/problem.py $I/r02_zeros.py \
+	'int(j["env"]["output_window"].split()[0]) > 50 and j["verdicts"]["kernelbench"]["status"] == "correct"'
+case_ "an honest reordering streamed in pieces stays correct under both verdicts" "STARK_WINDOW_BYTES=65536" \
+	correct $I/problem.py $I/h01_exp_sum.py \
+	'int(j["env"]["output_window"].split()[0]) > 50 and j["verdicts"]["kernelbench"]["status"] == "correct" and j["verdicts"]["stark"]["status"] == "correct"'
+case_ "KernelBench's verdict decides where asked, in pieces too" "STARK_WINDOW_BYTES=65536" \
+	correct $I/problem.py "$I/r02_zeros.py --verdict kernelbench" \
+	'j["verdict"] == "kernelbench" and j["verdicts"]["stark"]["status"] == "incorrect"'
 # The run jail's memory made small: whose allocations reached it.
 case_ "a candidate far beyond the reference's host memory answers for the limit" \
 	"STARK_RUN_MEM_MIB=1024" crashed $M/hog/problem.py $M/hog/hog.py \
