@@ -873,7 +873,9 @@ START_TEST(build_env_lacking)
 	expect_eval(NULL, "(lambda m: (len(m), m[0]['name'], 'setuptools' in m[0]['fix']))"
 			  "(stark_env.lacking('cpu'))",
 		    "(1, 'setuptools', True)");
+	/* No PATH to search, and no $CXX naming a compiler outside it. */
 	expect_eval(NULL, "__import__('os').environ.__setitem__('PATH', '/nonexistent')", "None");
+	expect_eval(NULL, "__import__('os').environ.pop('CXX', None) and None", "None");
 	expect_eval(NULL, "sorted(c['name'] for c in stark_env.lacking('cpu'))",
 		    "['c++ compiler', 'ninja', 'setuptools']");
 	expect_eval(NULL, "'stark doctor' in stark_env.describe(stark_env.lacking('cpu'))", "True");

@@ -9,8 +9,8 @@ class ModelNew(nn.Module):
         super().__init__()
 
     def forward(self, x):
-        m = torch.full((x.shape[0], 1), float("-inf"))
-        s = torch.zeros(x.shape[0], 1)
+        m = torch.full((x.shape[0], 1), float("-inf"), device=x.device)
+        s = torch.zeros(x.shape[0], 1, device=x.device)
         for c in range(0, x.shape[1], 4096):
             blk = x[:, c:c + 4096]
             m_new = torch.maximum(m, blk.amax(dim=1, keepdim=True))

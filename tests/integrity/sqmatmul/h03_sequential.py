@@ -9,7 +9,7 @@ class ModelNew(nn.Module):
         super().__init__()
 
     def forward(self, a, b):
-        out = torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype)
+        out = torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
         for k in range(a.shape[1]):
             out += a[:, k, None] * b[None, k]
         return out

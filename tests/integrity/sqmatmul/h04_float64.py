@@ -9,7 +9,7 @@ class ModelNew(nn.Module):
 
     def forward(self, a, b):
         a64, b64 = a.double(), b.double()
-        out = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float64)
+        out = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float64, device=a.device)
         for k in range(0, a.shape[1], 128):
             out += (a64[:, k:k + 128, None] * b64[None, k:k + 128]).sum(1)
         return out.to(a.dtype)

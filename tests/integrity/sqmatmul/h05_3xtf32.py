@@ -12,7 +12,7 @@ def tf32(x):
 
 
 def bmm(a, b):
-    out = torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype)
+    out = torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
     for k in range(0, a.shape[1], 64):
         out += (a[:, k:k + 64, None] * b[None, k:k + 64]).sum(1)
     return out
