@@ -155,7 +155,7 @@ class Outputs:
             return
         # Each output's bytes in logical order (a copy only of outputs that
         # are not contiguous).
-        self.sending = {"flat": [t.reshape(-1).view(torch.uint8) if t.numel() else None
+        self.sending = {"flat": [t.contiguous().reshape(-1).view(torch.uint8) if t.numel() else None
                                  for t in tensors],
                         "specs": specs, "offs": offs, "total": total,
                         "cap": cap // W.WINDOW_ALIGN * W.WINDOW_ALIGN}
