@@ -411,6 +411,34 @@ struct run_attempt {
 	size_t nmemo;
 };
 
+/*
+ * What a stepped run waits for (run_step): an LLM reply or an evaluation
+ * result, whose request is journaled and committed already; or nothing
+ * more in this process (the run finished, paused or failed, journaled).
+ */
+enum run_wait {
+	RUN_WAIT_LLM = 1,
+	RUN_WAIT_EVAL = 2,
+	RUN_WAIT_DONE = 3
+};
+
+/*
+ * The request a run waits on, owned by the run until the answer is given
+ * (run_llm_reply, run_eval_result) or the run is freed.  The driver reads
+ * it and must not change it; rq.tag is the driver's to set.
+ */
+struct run_pending {
+	enum run_wait kind; /* 0 when none */
+	char key[RUN_KEY_MAX];
+	enum search_role role;		/* LLM */
+	struct llm_request rq;		/* msgs point into msgs/text below */
+	struct llm_message msgs[4];	/* contents owned */
+	double max_dollars;		/* the most this call can cost (caps) */
+	struct eval_job job;		/* eval: borrows the tree and the run */
+	char hash[17];
+	uint64_t t0;			/* when the run asked (monotonic ns) */
+};
+
 struct run {
 	struct store *st; /* borrowed */
 	struct store_lock *lock;
@@ -452,6 +480,9 @@ struct run {
 	char *pause_log; /* the log of an evaluation that ended in `error`,
 			    journaled with the pause it causes (owned) */
 	uint64_t tag;
+	struct run_pending pend; /* what run_step() left the run waiting on */
+	int halt;		 /* a stop decided outside run_step (enum stop_kind) */
+	char halt_why[RUN_REASON_MAX];
 };
 
 /*
@@ -488,9 +519,46 @@ void run_attach(struct run *r, struct llm_provider *llm, struct eval_provider *e
  * finishes, is interrupted (*stop, a fatal LLM error, repeated LLM
  * failures) or fails.  Needs run_attach() first.  Returns 0 when it ran
  * to a stop it journaled (see r->state and r->reason), a negative code
- * when the journal itself could not be written (err says so).
+ * when the journal itself could not be written (err says so).  It is
+ * run_begin + run_step with the providers' blocking calls.
  */
 ST_WUR int run_loop(struct run *r, char *err, size_t errlen);
+
+/*
+ * The run as a state machine, for a driver that keeps many runs and
+ * their requests in flight (the bench, engine/bench.h's loop):
+ *
+ *	run_begin(r);                     journals "running" on resume
+ *	while (run_step(r, &w) == 0 && w != RUN_WAIT_DONE) {
+ *		w == RUN_WAIT_LLM:  send r->pend.rq, then run_llm_reply()
+ *		w == RUN_WAIT_EVAL: evaluate r->pend.job, then run_eval_result()
+ *	}
+ *
+ * run_step makes every decision of the method (search/) and journals it;
+ * it returns as soon as the run needs an answer from outside, whose
+ * request is already durable.  A step re-enters the open attempt exactly
+ * as resume does (journaled replies are read back), so a run's tree
+ * depends only on the replies and results it is given, never on when or
+ * beside what it ran.  A driver that stops with a request in flight calls
+ * run_interrupt: nothing of that request's answer is journaled, and
+ * resume asks again.  Providers are not needed (run_attach is for
+ * run_loop).  All return 0 or a negative code when the journal could not
+ * be written (err says so; the run must then be freed).
+ */
+ST_WUR int run_begin(struct run *r, char *err, size_t errlen);
+ST_WUR int run_step(struct run *r, enum run_wait *wait, char *err, size_t errlen);
+/* The reply to r->pend (an LLM request): journaled with its spend; a
+ * fatal reply pauses the run at the next step.  reply is released. */
+ST_WUR int run_llm_reply(struct run *r, struct llm_reply *reply, char *err, size_t errlen);
+/* The result of r->pend (an evaluation), wall_ms as the driver saw it:
+ * journaled and given to the tree; `error` pauses the run at the next
+ * step (not the candidate's outcome).  res stays the caller's. */
+ST_WUR int run_eval_result(struct run *r, const struct proto_result *res, double wall_ms,
+			   char *err, size_t errlen);
+/* Drops what the run waits on and journals it interrupted (reason copied). */
+ST_WUR int run_interrupt(struct run *r, const char *reason, char *err, size_t errlen);
+/* Drops r->pend (freeing what it owns); cannot fail. */
+void run_pending_clear(struct run *r);
 
 /* Journals a state change (reason may be NULL; copied) and rewrites the
  * metadata; the store's codes on failure, r unchanged then. */
