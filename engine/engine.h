@@ -203,6 +203,19 @@ struct llm_provider {
 	 */
 	int (*call)(struct llm_provider *p, const char *key, const char *role,
 		    const struct llm_request *rq, struct llm_reply *out);
+	/*
+	 * The same without waiting, for a driver with many calls in flight:
+	 * returns 0 when the call is in flight (its reply comes from poll,
+	 * with rq->tag), 1 when it was answered at once into *now (replay; or
+	 * a request that could not be sent, as a failed reply), or a negative
+	 * code.  rq is copied.  poll moves up to n replies into out within
+	 * timeout_ms and returns how many (or a negative code).
+	 */
+	int (*submit)(struct llm_provider *p, const char *key, const char *role,
+		      const struct llm_request *rq, struct llm_reply *now);
+	int (*poll)(struct llm_provider *p, int timeout_ms, struct llm_reply *out, size_t n);
+	/* ms every call still waits after a 429 (0: not held) */
+	uint64_t (*held_ms)(struct llm_provider *p);
 	void (*free)(struct llm_provider *p); /* frees p and all it holds */
 	const volatile sig_atomic_t *stop; /* borrowed; may be NULL */
 	const char *name;		   /* "openai", "anthropic", "replay" */
@@ -222,6 +235,14 @@ struct eval_job {
 	bool insecure;	    /* evaluate with fewer jail layers than required */
 };
 
+/* An evaluation a provider finished (eval_provider.poll). */
+struct eval_done {
+	uint64_t tag;
+	int rc;			 /* 0 with res; negative: it could not be run */
+	struct proto_result res; /* initialised; the caller releases it */
+	char device[32];	 /* where it ran */
+};
+
 struct eval_provider {
 	/*
 	 * Evaluates job (borrowed) into out (initialised by the caller, whose
@@ -230,6 +251,18 @@ struct eval_provider {
 	 * could not be run at all (nothing journaled; the run stops as failed).
 	 */
 	int (*eval)(struct eval_provider *p, const struct eval_job *job, struct proto_result *out);
+	/*
+	 * Without waiting (NULL where eval answers at once, as replay does):
+	 * start copies job and returns 0, or ST_EBUSY when every slot is taken;
+	 * poll moves up to n finished evaluations into out (each out[i].res
+	 * initialised by poll) within timeout_ms and returns how many; cancel
+	 * kills whatever is in flight (nothing of it is reported).
+	 */
+	int (*start)(struct eval_provider *p, const struct eval_job *job, uint64_t tag);
+	int (*poll)(struct eval_provider *p, int timeout_ms, struct eval_done *out, size_t n);
+	void (*cancel)(struct eval_provider *p);
+	unsigned slots;	      /* evaluations it runs at once (1 without start) */
+	unsigned busy;	      /* of which in flight now */
 	void (*free)(struct eval_provider *p); /* frees p and all it holds */
 	const volatile sig_atomic_t *stop; /* borrowed; may be NULL */
 	const char *name; /* "stark-eval", "replay" */
@@ -284,6 +317,26 @@ ST_WUR int llm_provider_replay(const char *path, struct llm_provider **out, char
  * cannot be made (both warned on stderr), ST_ENOMEM.
  */
 ST_WUR int eval_provider_real(const char *evaluator, struct eval_provider **out);
+/*
+ * Real evaluations through one pool of slots: devices[0..ndev) ("cpu",
+ * "cuda:N"), per_device evaluations in flight on each (builds overlap;
+ * on a GPU the slots share one GPU lock, so one timing runs at a time),
+ * one zygote for all.  An evaluation whose device reports `error` while
+ * another device is alive is sent to another device instead of being
+ * reported; a device where EVAL_DEVICE_DEATHS evaluations in a row ended
+ * so, each then judged elsewhere, is taken out of the pool with a
+ * message on stderr, and its work goes to the others.  The job's device
+ * is ignored: the pool's slot decides.  As eval_provider_real() for
+ * errors; ST_EINVAL for no device.
+ */
+#define EVAL_DEVICES_MAX   16
+#define EVAL_DEVICE_DEATHS 2
+ST_WUR int eval_provider_pool(const char *evaluator, const char *const *devices, size_t ndev,
+			      unsigned per_device, struct eval_provider **out);
+/* The devices of a pool and whether each is alive, for a progress line:
+ * writes "cpu x4, cuda:1 (out)" style text into buf.  Cannot fail. */
+void eval_provider_pool_describe(const struct eval_provider *p, char *buf, size_t len);
+
 /* Results from a replay file; as llm_provider_replay(). */
 ST_WUR int eval_provider_replay(const char *path, struct eval_provider **out, char *err,
 				size_t errlen);
