@@ -664,6 +664,154 @@ enum run_state run_shown_state(struct store *st, const char *id, enum run_state 
  * a killed run reads as interrupted (static text). */
 const char *run_shown_reason(enum run_state shown, enum run_state journaled, const char *reason);
 
+/* ---- benches (bench.c, sched.c, table.c) ------------------------------ */
+
+/*
+ * A bench runs a suite of problems under several policies at once: one
+ * run per problem x policy, each an ordinary run (its own journal, lock,
+ * `stark show RUN_ID`), all driven by one event loop in one process
+ * (bench_drive): up to runs_in_flight runs stepped at once, up to
+ * llm_in_flight LLM requests in flight across them, evaluations through
+ * one pool of slots.  A bench is a store record of its own (its metadata
+ * is the record docs/REPORT.md describes, kind "bench"); its journal
+ * holds BENCH_EV_SPEC (what was asked, with the base configuration) and
+ * BENCH_EV_STATE events.  Its runs are created, from the problem files,
+ * before the first is stepped, so resume needs nothing but the store.
+ * The bench's lock (store_lock_run on its id) keeps a second process out;
+ * each run it steps is locked too.
+ */
+#define BENCH_ID_MAX	   32
+#define BENCH_PROBLEMS_MAX 4096
+#define BENCH_RUNS_MAX	   (3 * BENCH_PROBLEMS_MAX)
+#define BENCH_EV_SPEC	   1
+#define BENCH_EV_STATE	   2
+
+struct bench_problem {
+	const char *path; /* the problem file */
+	int level;	  /* KernelBench level, 0 when unknown */
+};
+
+/* What `stark bench` was asked to do (all borrowed). */
+struct bench_spec {
+	const char *bench_id; /* NULL: generated */
+	const struct bench_problem *problems;
+	size_t nproblems;
+	const enum search_policy *policies;
+	size_t npolicies;
+	const char *llm, *model, *eval, *format;
+	const char *devices; /* "cpu", "cuda:0,1", resolved by the caller */
+	bool insecure_sandbox;
+	unsigned runs_in_flight, llm_in_flight, evals_per_device;
+	double max_dollars;   /* 0: no cap */
+	const char *baseline; /* "eager" or "compile" */
+	const struct search_config *cfg; /* the base; each run sets its policy */
+};
+
+/* One run of a bench, with what the table needs of it. */
+struct bench_run {
+	char run_id[STORE_RUN_ID_MAX + 1];
+	char problem[PROTO_NAME_MAX]; /* the file's name */
+	int level;
+	enum search_policy policy;
+	bool done;		/* finished: not stepped again */
+	enum run_state state;
+	uint32_t attempts;
+	double best;		/* best correct speedup; NaN when none */
+	uint64_t llm_calls;
+	struct run_spend spend[ROLE_COUNT];
+	double gpu_seconds;	/* correctness and timing time of its evaluations */
+	int kb_correct;		/* verdicts.kernelbench: -1 absent, 0, 1 */
+	double kb_best;		/* its best speedup among those correct; NaN */
+};
+
+struct bench {
+	struct store *st; /* borrowed */
+	struct store_lock *lock;
+	char id[STORE_RUN_ID_MAX + 1];
+	json_t *spec;	  /* BENCH_EV_SPEC's head */
+	double created;
+	enum run_state state;
+	char reason[RUN_REASON_MAX];
+	struct search_config cfg; /* the base configuration (its policy unused) */
+	struct bench_run *runs;
+	size_t nruns;
+	uint64_t last_seq;
+	uint64_t meta_ns; /* when the record was last written (monotonic) */
+};
+
+/*
+ * Creates a bench: journals its spec, creates every run (from the problem
+ * files; a run that exists already is kept) and writes the record.
+ * *out is the caller's (bench_free) and holds the bench's lock.
+ * ST_EINVAL (bad id or spec), ST_EEXIST, ST_EBUSY, run_create()'s codes;
+ * err says which.
+ */
+ST_WUR int bench_create(struct store *st, const struct bench_spec *spec, struct bench **out,
+			char *err, size_t errlen);
+/* Loads a bench (with lock: ST_EBUSY when another process has it); its
+ * runs' summaries are read from their journals. */
+ST_WUR int bench_load(struct store *st, const char *id, bool lock, struct bench **out, char *err,
+		      size_t errlen);
+void bench_free(struct bench *b);
+/* Whether the record id is a bench (its metadata says kind "bench"). */
+bool bench_is(struct store *st, const char *id);
+/* Journals the bench's state and rewrites its record (table included). */
+ST_WUR int bench_set_state(struct bench *b, enum run_state s, const char *reason);
+/* Re-reads run i's summary from its journal (b->runs[i]). */
+ST_WUR int bench_refresh_run(struct bench *b, size_t i);
+/* Fills b->runs[i] from a loaded run (no journal read but its results'). */
+ST_WUR int bench_summary_from(struct bench *b, size_t i, struct run *r);
+/* The most the bench can still spend: every unfinished attempt of every
+ * run at its worst (each call at max_tokens, every retry taken). */
+double bench_max_dollars(const struct bench *b);
+/* A spec string of the bench's options (borrowed from b->spec). */
+const char *bench_opt(const struct bench *b, const char *key, const char *dflt);
+
+/* How the loop reaches the outside (borrowed for bench_drive). */
+struct bench_io {
+	struct llm_provider *llm;   /* shared; NULL: each run gets its own */
+	struct eval_provider *eval; /* shared; NULL: each run gets its own */
+	/* a run's own providers (replay), freed by the loop when it leaves */
+	int (*make)(void *arg, struct run *r, struct llm_provider **llm,
+		    struct eval_provider **eval);
+	void *arg;
+	const volatile sig_atomic_t *stop;
+	/* what happened, for the display: one event (a line) or a redraw */
+	void (*event)(void *arg, const struct bench *b, const char *line);
+	void (*status)(void *arg, const struct bench *b, const char *line);
+};
+
+/*
+ * Runs the bench until every run is done, or it pauses (a signal, a fatal
+ * LLM error, the dollar cap, a run that cannot be loaded) or fails; the
+ * bench's state says which, journaled.  0, or a negative code when a
+ * journal could not be written (err says so).
+ */
+ST_WUR int bench_drive(struct bench *b, const struct bench_io *io, char *err, size_t errlen);
+
+/* ---- the table (table.c) ---- */
+
+/* Geometric mean of x[0..n) (all > 0); 1.0 for n = 0. */
+double bench_geomean(const double *x, size_t n);
+/* Median of x[0..n) (sorted in place); 1.0 for n = 0. */
+double bench_median(double *x, size_t n);
+/* Share of x[0..n) (best speedups, 1.0 where none) strictly above p; 0 for n = 0. */
+double bench_fast_p(const double *best, const bool *correct, size_t n, double p);
+/*
+ * The table: one row per level x policy, in first-seen order, with level,
+ * policy, problems, success_rate, fast_1, fast_1_5, fast_2,
+ * mean_speedup, geomean_speedup, median_speedup (of the best correct
+ * candidate, 1.0 where none), success_rate_kernelbench,
+ * fast_1_kernelbench (null where no result says), attempts, llm_calls,
+ * tokens_in/tokens_out/dollars per role (spend), dollars, gpu_seconds.
+ * A new reference (the caller's); NULL when out of memory.
+ */
+json_t *bench_table(const struct bench_run *runs, size_t n);
+/* The per-problem rows (docs/REPORT.md's "problems"). */
+json_t *bench_problems(const struct bench_run *runs, size_t n);
+/* `stark show BENCH_ID --json`: the record with its runs' states. */
+json_t *bench_json(const struct bench *b);
+
 /*
  * Reads a configuration file (at most 1 MiB) and applies it on top of c
  * (search_config_load_text(): all or nothing).  io_read_file()'s codes,

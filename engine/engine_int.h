@@ -170,4 +170,9 @@ ST_WUR int run__phase_agents(struct run *r, struct made *made, enum stop_kind *s
  */
 ST_WUR int run__llm_reply(struct run *r, struct llm_reply *reply);
 
+/* bench.c: creates run i of a bench from its problem file (kept if it exists). */
+ST_WUR int bench__create_run(struct bench *b, size_t i, char *err, size_t errlen);
+/* bench.c: rewrites the bench's record (its table and problem rows). */
+ST_WUR int bench__write_record(struct bench *b);
+
 #endif
