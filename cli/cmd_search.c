@@ -262,7 +262,7 @@ out_close:
 }
 
 #define RESUME_USAGE                                                                               \
-	"usage: stark resume RUN_ID [--store DIR] [--dry-run] [--config FILE] [--set "             \
+	"usage: stark resume RUN_ID|BENCH_ID [--store DIR] [--dry-run] [--config FILE] [--set "    \
 	"KEY=VALUE]..."
 #define RESUME_SETS_MAX 64
 
@@ -338,6 +338,15 @@ int cmd_resume(int argc, char **argv)
 	rc = cli_open_store(store_dir, &st);
 	if (rc)
 		return rc;
+	if (bench_is(st, id)) {
+		if (dry || config || nsets)
+			rc = stark_error(CLI_USAGE, "resume %s: a bench resumes as it was asked "
+						    "(--dry-run, --config and --set are for runs)",
+					 id);
+		else
+			rc = cli_bench_resume(st, id);
+		goto out_close;
+	}
 	catch_signals();
 	rc = run_load(st, id, true, &r, err, sizeof(err));
 	if (rc == ST_EBUSY) {

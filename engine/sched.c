@@ -49,6 +49,7 @@ struct slot {
 	struct eval_provider *eval;
 	uint64_t queued;	 /* order its request was made */
 	double inflight_usd;	 /* the most its call in flight can cost */
+	uint32_t seen;		 /* attempts already counted */
 };
 
 struct loop {
@@ -161,6 +162,7 @@ static int start_run(struct loop *l, struct slot *s, size_t idx)
 		return rc;
 	}
 	s->idx = idx;
+	s->seen = s->r->attempts;
 	rc = run_begin(s->r, l->err, l->errlen);
 	if (rc) {
 		slot_release(s);
@@ -195,25 +197,36 @@ static int end_run(struct loop *l, struct slot *s)
 	return rc;
 }
 
+/* Attempts a run ended since last seen (an answer can end one), as events. */
+static void note_attempts(struct loop *l, struct slot *s)
+{
+	struct bench_run *br = &l->b->runs[s->idx];
+	uint32_t best;
+
+	if (s->r->attempts == s->seen)
+		return;
+	best = run_best(s->r);
+	l->attempts += s->r->attempts - s->seen;
+	s->seen = s->r->attempts;
+	br->attempts = s->r->attempts;
+	br->best = best == TREE_NONE ? NAN : tree_node(s->r->tree, best)->speedup;
+	if (best == TREE_NONE)
+		event(l, "run %s: attempt %u done, no correct candidate yet", br->run_id, s->seen);
+	else
+		event(l, "run %s: attempt %u done, best %.2fx", br->run_id, s->seen, br->best);
+}
+
 /* Steps a ready run until it waits or stops. */
 static int step(struct loop *l, struct slot *s)
 {
 	enum run_wait w;
-	uint32_t before = s->r->attempts;
-	int rc = run_step(s->r, &w, l->err, l->errlen);
+	int rc;
 
+	note_attempts(l, s);
+	rc = run_step(s->r, &w, l->err, l->errlen);
 	if (rc)
 		return rc;
-	if (s->r->attempts != before) {
-		struct bench_run *br = &l->b->runs[s->idx];
-		uint32_t best = run_best(s->r);
-
-		l->attempts += s->r->attempts - before;
-		br->attempts = s->r->attempts;
-		br->best = best == TREE_NONE ? NAN : tree_node(s->r->tree, best)->speedup;
-		event(l, "run %s: attempt %u done, best %s%.2fx", br->run_id, s->r->attempts,
-		      best == TREE_NONE ? "none " : "", best == TREE_NONE ? 1.0 : br->best);
-	}
+	note_attempts(l, s);
 	if (w == RUN_WAIT_DONE)
 		return end_run(l, s);
 	s->st = w == RUN_WAIT_LLM ? SLOT_WANT_LLM : SLOT_WANT_EVAL;
