@@ -53,9 +53,8 @@ struct pool_job {
 	struct evalrun_opts copts, ropts;
 	struct evalrun_binds binds;
 	struct evalrun_pair *pair;
-	struct proto_result first; /* the `error` a first device gave, if any */
-	bool have_first;
-	int first_dev;
+	int first_dev;	/* the first device that failed it, or -1 */
+	char first[200]; /* and how */
 	bool insecure;
 };
 
@@ -159,72 +158,90 @@ static void job_clear(struct pool_job *j)
 {
 	evalrun_pair_free(j->pair);
 	proto_request_release(&j->rq);
-	if (j->have_first)
-		proto_result_release(&j->first);
 	memset(j, 0, sizeof(*j));
+	j->first_dev = -1;
+}
+
+/* Remembers the first device that failed job j, and how. */
+static void note_failure(struct pool_job *j, const char *how)
+{
+	if (j->first_dev >= 0)
+		return;
+	j->first_dev = j->dev;
+	snprintf(j->first, sizeof(j->first), "%s", how && how[0] ? how : "no message");
+}
+
+/*
+ * Starts j on the live device with the fewest in flight that it has not
+ * tried (need_slot: one with a free slot), trying the next where the
+ * evaluator cannot start.  0, ST_EBUSY (no device with a free slot), or
+ * the last start's code when every device refused.
+ */
+static int launch_somewhere(struct eval_pool *e, struct pool_job *j, bool need_slot)
+{
+	int rc = ST_EBUSY, dev;
+
+	while ((dev = pick_device(e, j->tried, need_slot)) >= 0) {
+		char how[200];
+
+		rc = launch(e, j, dev, j->insecure);
+		if (!rc)
+			return ST_OK;
+		j->tried |= 1u << dev;
+		j->dev = dev;
+		snprintf(how, sizeof(how), "the evaluator could not start there: %s",
+			 stark_strerror(rc));
+		note_failure(j, how);
+	}
+	return rc;
 }
 
 static int pool_start(struct eval_provider *p, const struct eval_job *job, uint64_t tag)
 {
 	struct eval_pool *e = (struct eval_pool *)p;
 	struct pool_job *j = NULL;
-	int dev, rc;
+	int rc;
 
-	dev = pick_device(e, 0, true);
+	if (pick_device(e, 0, true) < 0)
+		return ST_EBUSY;
 	for (unsigned i = 0; i < p->slots && !j; i++)
 		if (!e->jobs[i].used)
 			j = &e->jobs[i];
-	if (!j || dev < 0)
+	if (!j)
 		return ST_EBUSY;
 	memset(j, 0, sizeof(*j));
+	j->first_dev = -1;
 	proto_request_init(&j->rq);
 	j->used = true;
 	j->tag = tag;
 	j->insecure = job->insecure;
 	rc = copy_job(e, job, &j->rq);
 	if (!rc)
-		rc = launch(e, j, dev, job->insecure);
+		rc = launch_somewhere(e, j, true);
+	if (rc == ST_EBUSY && j->first_dev >= 0)
+		rc = launch_somewhere(e, j, false); /* every free slot refused: any device */
 	if (rc)
 		job_clear(j);
 	return rc;
 }
 
-/* The device of an `error`: try elsewhere, or report. true when relaunched. */
-static bool retry_elsewhere(struct eval_pool *e, struct pool_job *j, struct proto_result *rs)
-{
-	int dev = pick_device(e, j->tried, false);
-
-	if (dev < 0)
-		return false;
-	if (!j->have_first) {
-		j->first = *rs;
-		j->have_first = true;
-		j->first_dev = j->dev;
-		proto_result_init(rs);
-	}
-	evalrun_pair_free(j->pair);
-	j->pair = NULL;
-	return launch(e, j, dev, j->insecure) == ST_OK;
-}
-
-/* A job judged on another device after an `error` on its first. */
+/* A job judged on another device than the first that failed it. */
 static void count_failure(struct eval_pool *e, struct pool_job *j)
 {
 	struct pool_dev *d = &e->dev[j->first_dev];
 
 	d->failures++;
-	snprintf(d->last, sizeof(d->last), "%s",
-		 j->first.message && j->first.message[0] ? j->first.message : "no message");
+	snprintf(d->last, sizeof(d->last), "%s", j->first);
 	if (d->failures < EVAL_DEVICE_DEATHS || d->dead)
 		return;
 	d->dead = true;
-	stark_warn("device %s taken out of the evaluation pool: %u evaluations in a row ended in "
-		   "`error` there and were then judged on another device (last: %s)",
+	stark_warn("device %s taken out of the evaluation pool: %u evaluations in a row failed "
+		   "there (`error`) and were then judged on another device (last: %s)",
 		   d->name, d->failures, d->last);
 }
 
 /* A finished pair: reported into *out (returns 1), or sent elsewhere (0). */
-static int job_done(struct eval_pool *e, struct pool_job *j, int prc, struct eval_done *out)
+static int job_done(struct eval_pool *e, struct pool_job *j, struct eval_done *out)
 {
 	struct pool_dev *d = &e->dev[j->dev];
 	struct proto_result rs;
@@ -234,14 +251,18 @@ static int job_done(struct eval_pool *e, struct pool_job *j, int prc, struct eva
 	e->base.busy--;
 	proto_result_init(&rs);
 	rc = evalrun_pair_finish(j->pair, &rs, NULL);
-	(void)prc; /* a run stage that could not start still ends in a result */
-	if (!rc && rs.status == PROTO_ST_ERROR && retry_elsewhere(e, j, &rs)) {
-		proto_result_release(&rs);
-		return 0;
+	if (!rc && rs.status == PROTO_ST_ERROR) {
+		note_failure(j, rs.message);
+		evalrun_pair_free(j->pair);
+		j->pair = NULL;
+		if (!launch_somewhere(e, j, false)) {
+			proto_result_release(&rs);
+			return 0;
+		}
 	}
 	if (!rc && rs.status != PROTO_ST_ERROR) {
 		d->failures = 0;
-		if (j->have_first)
+		if (j->first_dev >= 0 && j->first_dev != j->dev)
 			count_failure(e, j);
 	}
 	memset(out, 0, sizeof(*out));
@@ -280,8 +301,8 @@ static int pool_poll(struct eval_provider *p, int timeout_ms, struct eval_done *
 		if (!j->used || !j->pair)
 			continue;
 		prc = evalrun_pair_poll(j->pair, 0);
-		if (prc != 0)
-			got += (size_t)job_done(e, j, prc, &out[got]);
+		if (prc != 0) /* a run stage that could not start still ends in a result */
+			got += (size_t)job_done(e, j, &out[got]);
 	}
 	return (int)got;
 }
