@@ -2,17 +2,19 @@
  * engine.h -- running searches durably: a STARK run as a state machine
  * whose every step is journaled before it is acted on.  The public header
  * of engine/; its names start with run_ (runs), jr_ (the journal), route_
- * (how each agent role reaches its model) and llm_provider_ /
- * eval_provider_ (where replies and results come from).  The commands
- * (cli/) use it; a loop over many runs would live here too.
+ * (how each agent role reaches its model), llm_provider_ /
+ * eval_provider_ (where replies and results come from) and bench_ (many
+ * runs in one event loop, and their table).  The commands (cli/) use it.
  *
  * The engine drives the method (search/search.h), calls LLMs through llm/,
  * evaluations through pool/ (engine/eval_real.c), and keeps everything in
  * the store (store/).  Files: state.c (a run in memory, its state and
  * configuration events, its progress line), create.c (a new run),
  * rebuild.c (a run from its journal), agent.c (the agents of one attempt),
- * run.c (the attempts and the loop), view.c (a run as readers see it),
- * journal.c (the event format),
+ * run.c (the attempts, the steps and the blocking loop), view.c (a run as
+ * readers see it), journal.c (the event format), bench.c (a bench's
+ * record), sched.c (its event loop), table.c (its results table),
+ * evalpool.c (evaluations over several devices),
  * inputs.c (templates and configuration files), route.c (roles to models),
  * provider.c, replay.c and eval_real.c (the providers).  Internals shared
  * between them: engine_int.h.
@@ -362,8 +364,8 @@ static inline void eval_provider_free(struct eval_provider *p)
  * same loader serves `stark resume` (which then continues the loop),
  * `stark show` and `stark export` (which only read).
  *
- * The loop is sequential: one attempt at a time, one LLM call or one
- * evaluation in flight.  An attempt is
+ * A run makes one attempt at a time, with one LLM call or one evaluation
+ * in flight (a bench runs many runs side by side).  An attempt is
  *   SELECT -> agent calls (plan -> code, or debug, sample, reflect; each
  *   anchor violation retried cfg.verify_retries times) -> NODE ->
  *   EVAL_REQUEST -> EVAL_RESULT -> ATTEMPT_END
