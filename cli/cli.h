@@ -105,7 +105,8 @@ void cli_suite_release(struct cli_suite *s);
 
 /* `stark bench`, and `stark resume` / `stark show` of a bench (cmd_bench.c). */
 int cmd_bench(int argc, char **argv);
-int cli_bench_resume(struct store *st, const char *id);
+/* cap: a new --max-dollars (NULL: keep it). */
+int cli_bench_resume(struct store *st, const char *id, const char *cap);
 /* fmt: "text", "json", "csv"; problems: the per-problem rows too. */
 int cli_bench_show(struct store *st, const char *id, const char *fmt, bool problems);
 /* The table as text (bench_show.c); 0 or CLI_FAILURE. */

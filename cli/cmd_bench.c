@@ -508,7 +508,7 @@ out:
 	return rc;
 }
 
-int cli_bench_resume(struct store *st, const char *id)
+int cli_bench_resume(struct store *st, const char *id, const char *cap)
 {
 	struct bench *b = NULL;
 	char err[CLI_ERR_MAX];
@@ -529,6 +529,10 @@ int cli_bench_resume(struct store *st, const char *id)
 	if (rc) {
 		stark_warn("%s", err);
 		return CLI_FAILURE;
+	}
+	if (cap && bench_set_cap(b, strtod(cap, NULL))) {
+		bench_free(b);
+		return stark_error(CLI_FAILURE, "bench %s: cannot journal its new cap", id);
 	}
 	printf("%s\n", b->id);
 	fflush(stdout);

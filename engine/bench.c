@@ -144,6 +144,24 @@ static int journal(struct bench *b, uint32_t type, json_t *head, const char *bod
 	return rc;
 }
 
+static int apply_cap(struct bench *b, double usd)
+{
+	json_t *o = json_object_get(b->spec, "options");
+
+	return o && !json_object_set_new(o, "max_dollars", json_real(usd)) ? ST_OK : ST_ENOMEM;
+}
+
+int bench_set_cap(struct bench *b, double max_dollars)
+{
+	int rc;
+
+	if (!(max_dollars >= 0) || !isfinite(max_dollars))
+		return ST_EINVAL;
+	rc = journal(b, BENCH_EV_CAP,
+		     json_pack("{s:f, s:f}", "max_dollars", max_dollars, "at", run__now()), NULL);
+	return rc ? rc : apply_cap(b, max_dollars);
+}
+
 int bench_set_state(struct bench *b, enum run_state s, const char *reason)
 {
 	int rc = journal(b, BENCH_EV_STATE,
@@ -515,6 +533,8 @@ static int load_cb(void *arg, const struct store_event *ev)
 		if (!rc && search_config_load_text(&b->cfg, "bench config",
 						   jr_str(body, "config", ""), c->err, c->errlen))
 			rc = ST_EPROTO;
+	} else if (!rc && ev->type == BENCH_EV_CAP && b->spec) {
+		rc = apply_cap(b, jr_real(head, "max_dollars", 0));
 	} else if (!rc && ev->type == BENCH_EV_STATE) {
 		if (run_state_parse(jr_str(head, "state", ""), &b->state))
 			rc = ST_EPROTO;

@@ -687,6 +687,7 @@ const char *run_shown_reason(enum run_state shown, enum run_state journaled, con
 #define BENCH_RUNS_MAX	   (3 * BENCH_PROBLEMS_MAX)
 #define BENCH_EV_SPEC	   1
 #define BENCH_EV_STATE	   2
+#define BENCH_EV_CAP	   3 /* max_dollars, changed on resume */
 
 struct bench_problem {
 	const char *path; /* the problem file */
@@ -757,6 +758,8 @@ ST_WUR int bench_load(struct store *st, const char *id, bool lock, struct bench 
 void bench_free(struct bench *b);
 /* Whether the record id is a bench (its metadata says kind "bench"). */
 bool bench_is(struct store *st, const char *id);
+/* Journals a new --max-dollars for the bench (0: no cap); ST_EINVAL below 0. */
+ST_WUR int bench_set_cap(struct bench *b, double max_dollars);
 /* Journals the bench's state and rewrites its record (table included). */
 ST_WUR int bench_set_state(struct bench *b, enum run_state s, const char *reason);
 /* Re-reads run i's summary from its journal (b->runs[i]). */

@@ -48,7 +48,7 @@ mock() { # SCRIPT PORTFILE [args]: starts the mock server, waits for its port
 	for _ in $(seq 100); do [ -s "$pf" ] && break; sleep 0.05; done
 }
 
-echo "1..22"
+echo "1..23"
 
 # Three problems (copies: replay files are per problem), two policies.
 mkdir -p "$T/level1" "$T/llm" "$T/ev"
@@ -329,7 +329,7 @@ rc=$?
 [ "$rc" -eq 0 ] && [ "$(field "$T/auth.json" 'd["state"]')" = finished ]
 ok $? "resume with the right key finishes it (exit $rc)"
 
-# 17: --max-dollars stops the bench before a call could pass the cap.
+# 17-18: --max-dollars stops the bench before a call could pass the cap.
 "$STARK" bench "$T/mix" --policies sampling --budget 6 --eval "replay:$T/mixev" --model mock \
 	--bench-id capped --llm "openai:http://127.0.0.1:$(cat "$T/portA")/v1" \
 	--set price_in.sample=1000 --set price_out.sample=1000 --set max_tokens.sample=1000 \
@@ -341,12 +341,18 @@ spent=$($PY -c 'import json,sys; print(sum(r["dollars"] for r in json.load(open(
 	$PY -c 'import sys; sys.exit(0 if 0 < float(sys.argv[1]) <= 6 else 1)' "$spent"
 ok $? "--max-dollars 6 stops the bench at \$$spent, having said the most it could spend (exit $rc)"
 note "$T/cap.err"
+"$STARK" resume capped --max-dollars 1000 >/dev/null 2>"$T/cap2.err"
+rc=$?
+"$STARK" show capped --json >"$T/cap.json"
+[ "$rc" -eq 0 ] && [ "$(field "$T/cap.json" 'd["state"]')" = finished ] &&
+	[ "$(field "$T/cap.json" 'd["options"]["max_dollars"]')" = 1000.0 ]
+ok $? "resume --max-dollars 1000 raises the cap, journaled, and the bench finishes (exit $rc)"
 
-# 18-19: an evaluation device that cannot evaluate is taken out of the pool.
+# 19-20: an evaluation device that cannot evaluate is taken out of the pool.
 if [ -e /dev/nvidiactl ]; then
-	echo "ok 18 # skip this machine has a GPU"
 	echo "ok 19 # skip this machine has a GPU"
-	n=19
+	echo "ok 20 # skip this machine has a GPU"
+	n=20
 else
 	mkdir -p "$T/one"
 	cp "$PROBLEM" "$T/one/1_one.py"
@@ -364,7 +370,7 @@ else
 	ok $? "its work went to the cpu: every attempt judged, the bench finished (exit $rc)"
 fi
 
-# 20-22: list, resume of a finished bench, report.
+# 21-23: list, resume of a finished bench, report.
 "$STARK" list >"$T/list"
 grep -q '^det .*finished .*bench of 6 runs' "$T/list" && grep -q '^det-stark-0000-1_alpha ' "$T/list"
 ok $? "stark list shows the bench in one line and its runs"
