@@ -354,10 +354,10 @@ if [ -e /dev/nvidiactl ]; then
 	echo "ok 20 # skip this machine has a GPU"
 	n=20
 else
-	mkdir -p "$T/one"
-	cp "$PROBLEM" "$T/one/1_one.py"
-	$FIX llm-replay "$PROBLEM" "$T/one.jsonl"
-	"$STARK" bench "$T/one" --policies sampling --budget 3 --llm "replay:$T/one.jsonl" \
+	# the demo's softplus problem: its samples are the reference (correct),
+	# torch's softplus (correct) and one without the scale (incorrect)
+	"$STARK" bench "$ROOT/examples/bench/level1/2_softplus_scale.py" --policies sampling \
+		--budget 3 --llm "replay:$ROOT/examples/bench/replies" \
 		--device cuda:0,cpu --format kernelbench --evals-per-device 1 --bench-id pool \
 		>"$T/pool.out" 2>"$T/pool.err"
 	rc=$?
@@ -366,8 +366,9 @@ else
 	note "$T/pool.err"
 	"$STARK" show pool --json >"$T/pool.json"
 	[ "$rc" -eq 0 ] && [ "$(field "$T/pool.json" 'd["table"][0]["attempts"]')" = 3 ] &&
-		[ "$(field "$T/pool.json" 'd["table"][0]["success_rate"]')" = 1.0 ]
-	ok $? "its work went to the cpu: every attempt judged, the bench finished (exit $rc)"
+		[ "$(field "$T/pool.json" 'd["table"][0]["success_rate"]')" = 1.0 ] &&
+		[ "$(field "$T/pool.json" 'd["table"][0]["success_rate_kernelbench"]')" = 1.0 ]
+	ok $? "its work went to the cpu: every attempt judged (KernelBench's verdict too), the bench finished (exit $rc)"
 fi
 
 # 21-23: list, resume of a finished bench, report.
