@@ -14,15 +14,26 @@
 #include "cli/cli.h"
 
 /* The table's columns, in the CSV's order (stable: scripts read them). */
-static const char *const table_cols[] = {
-    "level",	      "policy",		  "problems",		     "success_rate",
-    "fast_1",	      "fast_1_5",	  "fast_2",		     "mean_speedup",
-    "geomean_speedup", "median_speedup", "success_rate_kernelbench", "fast_1_kernelbench",
-    "attempts",	      "llm_calls",	  "dollars",		     "gpu_seconds",
-    NULL};
-static const char *const problem_cols[] = {"level",	"policy",   "problem",	 "run_id",
-					   "status",	"best_speedup", "attempts", "llm_calls",
-					   "dollars",	"gpu_seconds", NULL};
+static const char *const table_cols[] = {"level",
+					 "policy",
+					 "problems",
+					 "success_rate",
+					 "fast_1",
+					 "fast_1_5",
+					 "fast_2",
+					 "mean_speedup",
+					 "geomean_speedup",
+					 "median_speedup",
+					 "success_rate_kernelbench",
+					 "fast_1_kernelbench",
+					 "attempts",
+					 "llm_calls",
+					 "dollars",
+					 "gpu_seconds",
+					 NULL};
+static const char *const problem_cols[] = {"level",   "policy",	      "problem",  "run_id",
+					   "status",  "best_speedup", "attempts", "llm_calls",
+					   "dollars", "gpu_seconds",  NULL};
 
 static void csv_value(FILE *out, const json_t *v)
 {
@@ -139,12 +150,12 @@ int cli_bench_show(struct store *st, const char *id, const char *fmt, bool probl
 	if (!strcmp(fmt, "json")) {
 		o = bench_json(b);
 		rc = o && !json_dumpf(o, stdout, JSON_INDENT(1) | JSON_ENSURE_ASCII) ? CLI_OK
-										      : CLI_FAILURE;
+										     : CLI_FAILURE;
 		fputc('\n', stdout);
 		json_decref(o);
 	} else if (!strcmp(fmt, "csv")) {
-		json_t *rows = problems ? bench_problems(b->runs, b->nruns)
-					: bench_table(b->runs, b->nruns);
+		json_t *rows =
+		    problems ? bench_problems(b->runs, b->nruns) : bench_table(b->runs, b->nruns);
 
 		rc = rows ? CLI_OK : CLI_FAILURE;
 		if (rows)

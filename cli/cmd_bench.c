@@ -87,8 +87,10 @@ static int parse_policies(struct bench_args *a, const char *v)
 		else if (!strcmp(t, "reflexion"))
 			p = POLICY_REFLEXION;
 		else
-			return stark_error(CLI_USAGE, "bench: unknown policy '%s' (stark, sampling, "
-						      "reflexion)", t);
+			return stark_error(CLI_USAGE,
+					   "bench: unknown policy '%s' (stark, sampling, "
+					   "reflexion)",
+					   t);
 		for (size_t i = 0; i < a->spec.npolicies; i++)
 			if (a->pols[i] == p)
 				return stark_error(CLI_USAGE, "bench: policy '%s' named twice", t);
@@ -139,10 +141,11 @@ static int parse_devices(const char *v, char *out, size_t len)
 			long k = strtol(num, &end, 10);
 
 			if (!*num || *end || k < 0 || k > 255)
-				return stark_error(CLI_USAGE,
-						   "bench: --device wants cpu, cuda, cuda:0,1,... or "
-						   "all (got '%s')",
-						   v);
+				return stark_error(
+				    CLI_USAGE,
+				    "bench: --device wants cpu, cuda, cuda:0,1,... or "
+				    "all (got '%s')",
+				    v);
 			snprintf(out + strlen(out), len - strlen(out), "%scuda:%ld", sep, k);
 		}
 	}
@@ -397,10 +400,10 @@ static int make_shared(struct bench *b, struct llm_provider **llm, struct eval_p
 	}
 	(void)runs;
 	if (!str_starts(spec, "replay:")) {
-		rc = cli_bench_llm(&b->cfg, pols, npol, spec, bench_opt(b, "model", ""),
-				   (uint32_t)jr_u64(json_object_get(b->spec, "options"),
-						    "llm_in_flight", 8),
-				   true, llm, err, sizeof(err));
+		rc = cli_bench_llm(
+		    &b->cfg, pols, npol, spec, bench_opt(b, "model", ""),
+		    (uint32_t)jr_u64(json_object_get(b->spec, "options"), "llm_in_flight", 8), true,
+		    llm, err, sizeof(err));
 		if (rc)
 			return stark_error(CLI_USAGE, "bench %s: %s", b->id, err);
 	}
@@ -423,8 +426,8 @@ static int make_shared(struct bench *b, struct llm_provider **llm, struct eval_p
 
 static void print_spend(const struct bench *b)
 {
-	double most = bench_max_dollars(b), cap = jr_real(json_object_get(b->spec, "options"),
-							     "max_dollars", 0);
+	double most = bench_max_dollars(b),
+	       cap = jr_real(json_object_get(b->spec, "options"), "max_dollars", 0);
 
 	fprintf(stderr, "bench %s: %zu runs; the most it can spend is $%.2f%s", b->id, b->nruns,
 		most, most == 0 ? " (no prices set: price.MODEL or price_in/price_out.ROLE)" : "");
@@ -432,9 +435,10 @@ static void print_spend(const struct bench *b)
 		fprintf(stderr, "; it stops at $%.2f (--max-dollars)", cap);
 	fputc('\n', stderr);
 	if (!strcmp(bench_opt(b, "baseline", "eager"), "compile"))
-		fprintf(stderr, "bench %s: --baseline compile: this evaluator does not time the "
-				"reference under torch.compile yet; every speedup is against eager "
-				"PyTorch\n",
+		fprintf(stderr,
+			"bench %s: --baseline compile: this evaluator does not time the "
+			"reference under torch.compile yet; every speedup is against eager "
+			"PyTorch\n",
 			b->id);
 }
 
@@ -520,8 +524,9 @@ int cli_bench_resume(struct store *st, const char *id, const char *cap)
 		pid_t pid;
 
 		if (!store_lock_holder(st, id, &pid))
-			stark_warn("bench %s is in use by process %ld; wait for it or stop it first",
-				   id, (long)pid);
+			stark_warn(
+			    "bench %s is in use by process %ld; wait for it or stop it first", id,
+			    (long)pid);
 		else
 			stark_warn("bench %s is in use by another process", id);
 		return CLI_FAILURE;

@@ -99,16 +99,17 @@ void bench_free(struct bench *b)
 
 static int write_record(struct bench *b)
 {
-	json_t *m, *table = bench_table(b->runs, b->nruns), *probs = bench_problems(b->runs, b->nruns);
+	json_t *m, *table = bench_table(b->runs, b->nruns),
+		   *probs = bench_problems(b->runs, b->nruns);
 	char *s;
 	int rc;
 
 	m = table && probs
 		? json_pack("{s:s, s:s, s:i, s:f, s:s, s:s, s:I, s:f, s:O, s:O}", "kind", "bench",
 			    "bench_id", b->id, "level", b->nruns ? b->runs[0].level : 0, "created",
-			    b->created, "state", run_state_name(b->state), "reason", b->reason, "runs",
-			    (json_int_t)b->nruns, "updated", run__now(), "table", table, "problems",
-			    probs)
+			    b->created, "state", run_state_name(b->state), "reason", b->reason,
+			    "runs", (json_int_t)b->nruns, "updated", run__now(), "table", table,
+			    "problems", probs)
 		: NULL;
 	json_decref(table);
 	json_decref(probs);
@@ -284,8 +285,8 @@ static double call_cost(const struct search_config *c, const char *model, enum s
 }
 
 /* The worst attempt of a policy: every call of its costliest action, every retry. */
-static double attempt_cost(const struct search_config *c, const char *model,
-			   enum search_policy pol, size_t problem_bytes)
+static double attempt_cost(const struct search_config *c, const char *model, enum search_policy pol,
+			   size_t problem_bytes)
 {
 	double cost[ROLE_COUNT] = {0}, worst;
 
@@ -360,17 +361,16 @@ int bench__create_run(struct bench *b, size_t i, char *err, size_t errlen)
 {
 	const json_t *e = json_array_get(json_object_get(b->spec, "runs"), i);
 	struct search_config c = b->cfg;
-	struct run_spec rs = {
-	    .run_id = b->runs[i].run_id,
-	    .problem_path = jr_str(e, "path", ""),
-	    .llm = bench_opt(b, "llm", ""),
-	    .model = bench_opt(b, "model", NULL),
-	    .device = bench_opt(b, "device", "cpu"),
-	    .eval = bench_opt(b, "eval", "stark-eval"),
-	    .format = bench_opt(b, "format", "kernelbench"),
-	    .insecure_sandbox = jr_bool(json_object_get(b->spec, "options"), "insecure_sandbox",
-					false),
-	    .cfg = &c};
+	struct run_spec rs = {.run_id = b->runs[i].run_id,
+			      .problem_path = jr_str(e, "path", ""),
+			      .llm = bench_opt(b, "llm", ""),
+			      .model = bench_opt(b, "model", NULL),
+			      .device = bench_opt(b, "device", "cpu"),
+			      .eval = bench_opt(b, "eval", "stark-eval"),
+			      .format = bench_opt(b, "format", "kernelbench"),
+			      .insecure_sandbox = jr_bool(json_object_get(b->spec, "options"),
+							  "insecure_sandbox", false),
+			      .cfg = &c};
 	struct run *r = NULL;
 	int rc;
 
@@ -403,9 +403,9 @@ static json_t *spec_json(const struct bench_spec *s, const char *id, double crea
 			}
 			run_id_of(id, s->policies[p], idx++, path, rid, sizeof(rid));
 			json_array_append_new(
-			    runs, json_pack("{s:s, s:s, s:s, s:i, s:s, s:I}", "run_id", rid, "problem",
-					    base ? base + 1 : path, "path", path, "level",
-					    s->problems[i].level, "policy",
+			    runs, json_pack("{s:s, s:s, s:s, s:i, s:s, s:I}", "run_id", rid,
+					    "problem", base ? base + 1 : path, "path", path,
+					    "level", s->problems[i].level, "policy",
 					    search_policy_name(s->policies[p]), "problem_bytes",
 					    (json_int_t)src.len));
 			dbuf_release(&src);
@@ -417,7 +417,8 @@ static json_t *spec_json(const struct bench_spec *s, const char *id, double crea
 		      "insecure_sandbox", s->insecure_sandbox, "runs_in_flight",
 		      (json_int_t)s->runs_in_flight, "llm_in_flight", (json_int_t)s->llm_in_flight,
 		      "evals_per_device", (json_int_t)s->evals_per_device, "max_dollars",
-		      s->max_dollars, "baseline", s->baseline ? s->baseline : "eager", "runs", runs);
+		      s->max_dollars, "baseline", s->baseline ? s->baseline : "eager", "runs",
+		      runs);
 	if (!o)
 		snprintf(err, errlen, "bench %s: out of memory", id);
 	return o;
@@ -477,9 +478,10 @@ int bench_create(struct store *st, const struct bench_spec *spec, struct bench *
 		rc = ST_OK; /* killed before its spec: take it over */
 	if (rc) {
 		snprintf(err, errlen,
-			 rc == ST_EEXIST ? "%s already exists in this store (a bench continues with "
-					   "`stark resume %s`)"
-					 : "bench %s: cannot create: %s",
+			 rc == ST_EEXIST
+			     ? "%s already exists in this store (a bench continues with "
+			       "`stark resume %s`)"
+			     : "bench %s: cannot create: %s",
 			 b->id, rc == ST_EEXIST ? b->id : stark_strerror(rc));
 		goto out_fail;
 	}
@@ -584,7 +586,8 @@ int bench_load(struct store *st, const char *id, bool lock, struct bench **out, 
 		rc = bench_refresh_run(b, i);
 	if (rc) {
 		if (!err[0])
-			snprintf(err, errlen, "bench %s: cannot read it: %s", id, stark_strerror(rc));
+			snprintf(err, errlen, "bench %s: cannot read it: %s", id,
+				 stark_strerror(rc));
 		goto out_fail;
 	}
 	*out = b;
@@ -596,13 +599,12 @@ out_fail:
 
 json_t *bench_json(const struct bench *b)
 {
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:f, s:O, s:o, s:o, s:f}", "kind", "bench",
-			      "bench_id", b->id, "state", run_state_name(b->state), "reason",
-			      b->reason, "created", b->created, "options",
-			      json_object_get(b->spec, "options"), "table",
-			      bench_table(b->runs, b->nruns), "problems",
-			      bench_problems(b->runs, b->nruns), "max_dollars_left",
-			      bench_max_dollars(b));
+	json_t *o =
+	    json_pack("{s:s, s:s, s:s, s:s, s:f, s:O, s:o, s:o, s:f}", "kind", "bench", "bench_id",
+		      b->id, "state", run_state_name(b->state), "reason", b->reason, "created",
+		      b->created, "options", json_object_get(b->spec, "options"), "table",
+		      bench_table(b->runs, b->nruns), "problems", bench_problems(b->runs, b->nruns),
+		      "max_dollars_left", bench_max_dollars(b));
 
 	return o;
 }

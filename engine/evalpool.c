@@ -53,7 +53,7 @@ struct pool_job {
 	struct evalrun_opts copts, ropts;
 	struct evalrun_binds binds;
 	struct evalrun_pair *pair;
-	int first_dev;	/* the first device that failed it, or -1 */
+	int first_dev;	 /* the first device that failed it, or -1 */
 	char first[200]; /* and how */
 	bool insecure;
 };
@@ -75,7 +75,8 @@ static struct evalrun_zygote *pool_zygote(struct eval_pool *e)
 	if (!e->zygote && !e->no_zygote) {
 		e->no_zygote = !evalrun_zygote_wanted();
 		if (!e->no_zygote && evalrun_zygote_start(e->evaluator, NULL, &e->zygote)) {
-			stark_warn("evaluations run without a zygote (each evaluator process is exec'd)");
+			stark_warn(
+			    "evaluations run without a zygote (each evaluator process is exec'd)");
 			e->no_zygote = true;
 		}
 	}
@@ -285,8 +286,8 @@ static int pool_poll(struct eval_provider *p, int timeout_ms, struct eval_done *
 
 		if (!e->jobs[i].used || !e->jobs[i].pair)
 			continue;
-		npfd += evalrun_pair_pollfds(e->jobs[i].pair, pfd + npfd, ST_ARRAY_LEN(pfd) - npfd,
-					     &t);
+		npfd +=
+		    evalrun_pair_pollfds(e->jobs[i].pair, pfd + npfd, ST_ARRAY_LEN(pfd) - npfd, &t);
 		if (t >= 0 && (timeout_ms < 0 || t < timeout_ms))
 			timeout_ms = t;
 	}
@@ -373,8 +374,9 @@ void eval_provider_pool_describe(const struct eval_provider *p, char *buf, size_
 		return;
 	}
 	for (size_t i = 0; i < e->ndev && off < len; i++) {
-		int k = snprintf(buf + off, len - off, "%s%s %u/%u%s", i ? ", " : "", e->dev[i].name,
-				 e->dev[i].busy, e->per_device, e->dev[i].dead ? " (out)" : "");
+		int k =
+		    snprintf(buf + off, len - off, "%s%s %u/%u%s", i ? ", " : "", e->dev[i].name,
+			     e->dev[i].busy, e->per_device, e->dev[i].dead ? " (out)" : "");
 		if (k < 0)
 			break;
 		off += (size_t)k;

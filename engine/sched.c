@@ -34,22 +34,22 @@
 
 #include "engine/engine_int.h"
 
-#define SCHED_POLL_MS	 200
-#define SCHED_STATUS_NS	 250000000ull
-#define SCHED_RECORD_NS	 2000000000ull
-#define SCHED_REPLIES	 64
+#define SCHED_POLL_MS	200
+#define SCHED_STATUS_NS 250000000ull
+#define SCHED_RECORD_NS 2000000000ull
+#define SCHED_REPLIES	64
 
 enum slot_state { SLOT_FREE = 0, SLOT_READY, SLOT_WANT_LLM, SLOT_LLM, SLOT_WANT_EVAL, SLOT_EVAL };
 
 struct slot {
 	enum slot_state st;
 	struct run *r;
-	size_t idx;		 /* b->runs[idx] */
+	size_t idx;		  /* b->runs[idx] */
 	struct llm_provider *llm; /* the run's own (replay), else NULL */
 	struct eval_provider *eval;
-	uint64_t queued;	 /* order its request was made */
-	double inflight_usd;	 /* the most its call in flight can cost */
-	uint32_t seen;		 /* attempts already counted */
+	uint64_t queued;     /* order its request was made */
+	double inflight_usd; /* the most its call in flight can cost */
+	uint32_t seen;	     /* attempts already counted */
 };
 
 struct loop {
@@ -156,8 +156,8 @@ static int start_run(struct loop *l, struct slot *s, size_t idx)
 	if ((!l->io->llm || !l->io->eval) && l->io->make &&
 	    (rc = l->io->make(l->io->arg, s->r, l->io->llm ? NULL : &s->llm,
 			      l->io->eval ? NULL : &s->eval))) {
-		halt(l, RUN_FAILED, false, "run %s: its llm or evaluation provider could not be set up",
-		     id);
+		halt(l, RUN_FAILED, false,
+		     "run %s: its llm or evaluation provider could not be set up", id);
 		slot_release(s);
 		return rc;
 	}
@@ -242,8 +242,9 @@ static int llm_answer(struct loop *l, struct slot *s, struct llm_reply *reply)
 	int rc;
 
 	if (reply->fatal)
-		halt(l, RUN_INTERRUPTED, false, "llm request %s of run %s failed: %s", s->r->pend.key,
-		     s->r->id, reply->error[0] ? reply->error : stark_strerror(reply->rc));
+		halt(l, RUN_INTERRUPTED, false, "llm request %s of run %s failed: %s",
+		     s->r->pend.key, s->r->id,
+		     reply->error[0] ? reply->error : stark_strerror(reply->rc));
 	rc = run_llm_reply(s->r, reply, l->err, l->errlen);
 	if (rc)
 		return rc;
@@ -434,15 +435,15 @@ static void status(struct loop *l, bool force)
 		eta = el / (double)l->attempts * left;
 	if (l->io->eval)
 		eval_provider_pool_describe(l->io->eval, pool, sizeof(pool));
-	snprintf(line, sizeof(line),
-		 "runs %llu done, %zu in flight, %zu waiting | %llu attempts | llm %u in flight%s | "
-		 "evals %u in flight%s%s | best %.2fx | $%.4f | %.0f s%s",
-		 (unsigned long long)l->done, inflight, l->b->nruns - l->next,
-		 (unsigned long long)l->attempts, l->llm_out,
-		 l->io->llm && l->io->llm->held_ms && l->io->llm->held_ms(l->io->llm)
-		     ? " (rate limited)"
-		     : "",
-		 l->evals_out, pool[0] ? " on " : "", pool, best, spent(l), el, "");
+	snprintf(
+	    line, sizeof(line),
+	    "runs %llu done, %zu in flight, %zu waiting | %llu attempts | llm %u in flight%s | "
+	    "evals %u in flight%s%s | best %.2fx | $%.4f | %.0f s%s",
+	    (unsigned long long)l->done, inflight, l->b->nruns - l->next,
+	    (unsigned long long)l->attempts, l->llm_out,
+	    l->io->llm && l->io->llm->held_ms && l->io->llm->held_ms(l->io->llm) ? " (rate limited)"
+										 : "",
+	    l->evals_out, pool[0] ? " on " : "", pool, best, spent(l), el, "");
 	if (eta >= 0)
 		snprintf(line + strlen(line), sizeof(line) - strlen(line), ", ETA %.0f s", eta);
 	l->io->status(l->io->arg, l->b, line);

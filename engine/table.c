@@ -116,12 +116,11 @@ static json_t *row(const struct bench_run *runs, const size_t *idx, size_t n)
 	for (int k = 0; k < ROLE_COUNT; k++) {
 		if (!roles[k].calls)
 			continue;
-		json_object_set_new(spend, search_role_name((enum search_role)k),
-				    json_pack("{s:I, s:I, s:I, s:f}", "calls",
-					      (json_int_t)roles[k].calls, "tokens_in",
-					      (json_int_t)roles[k].tokens_in, "tokens_out",
-					      (json_int_t)roles[k].tokens_out, "dollars",
-					      roles[k].dollars));
+		json_object_set_new(
+		    spend, search_role_name((enum search_role)k),
+		    json_pack("{s:I, s:I, s:I, s:f}", "calls", (json_int_t)roles[k].calls,
+			      "tokens_in", (json_int_t)roles[k].tokens_in, "tokens_out",
+			      (json_int_t)roles[k].tokens_out, "dollars", roles[k].dollars));
 	}
 	json_object_set_new(o, "spend", spend);
 out:
@@ -176,9 +175,9 @@ json_t *bench_problems(const struct bench_run *runs, size_t n)
 
 		for (int k = 0; k < ROLE_COUNT; k++)
 			usd += r->spend[k].dollars;
-		o = json_pack("{s:i, s:s, s:s, s:s, s:s, s:o, s:I, s:f, s:I, s:f}", "level", r->level,
-			      "policy", search_policy_name(r->policy), "problem", r->problem,
-			      "run_id", r->run_id, "status",
+		o = json_pack("{s:i, s:s, s:s, s:s, s:s, s:o, s:I, s:f, s:I, s:f}", "level",
+			      r->level, "policy", search_policy_name(r->policy), "problem",
+			      r->problem, "run_id", r->run_id, "status",
 			      isfinite(r->best)		 ? "correct"
 			      : r->state == RUN_FINISHED ? "no_correct"
 							 : run_state_name(r->state),
