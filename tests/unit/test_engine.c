@@ -1274,6 +1274,79 @@ START_TEST(spend_per_model)
 }
 END_TEST
 
+/* ---- runs stepped side by side ---- */
+
+/*
+ * Three runs stepped in a seeded random order, each answer given at a
+ * random later turn (as a bench's event loop does), against the same run
+ * driven alone by run_loop: identical trees, attempts and spend.
+ */
+START_TEST(steps_interleaved_equal_alone)
+{
+	struct env e;
+	struct run *alone, *r[3];
+	struct llm_provider *llm[3];
+	bool waiting[3] = {false, false, false}, done[3] = {false, false, false};
+	enum run_wait w[3];
+	char err[512] = "", id[8];
+	unsigned seed = 17, ndone = 0, turns = 0;
+
+	env_init(&e, 12);
+	alone = start(&e, "alone");
+	loop(alone, e.replay, e.evp, NULL);
+	for (int i = 0; i < 3; i++) {
+		snprintf(id, sizeof(id), "s%d", i);
+		r[i] = start(&e, id);
+		ck_assert_int_eq(llm_provider_replay(e.llm, &llm[i], err, sizeof(err)), 0);
+		ck_assert_int_eq(run_begin(r[i], err, sizeof(err)), 0);
+	}
+	while (ndone < 3 && turns++ < 100000) {
+		int i = (int)(rand_r(&seed) % 3);
+
+		if (done[i])
+			continue;
+		if (!waiting[i]) { /* step: it runs until it needs an answer */
+			ck_assert_int_eq(run_step(r[i], &w[i], err, sizeof(err)), 0);
+			if (w[i] == RUN_WAIT_DONE) {
+				done[i] = true;
+				ndone++;
+			}
+			waiting[i] = w[i] != RUN_WAIT_DONE;
+			continue;
+		}
+		if (rand_r(&seed) % 2) /* its answer comes later */
+			continue;
+		if (w[i] == RUN_WAIT_LLM) {
+			struct llm_reply reply;
+
+			memset(&reply, 0, sizeof(reply));
+			ck_assert_int_eq(llm[i]->call(llm[i], r[i]->pend.key,
+						      search_role_name(r[i]->pend.role),
+						      &r[i]->pend.rq, &reply),
+					 0);
+			ck_assert_int_eq(run_llm_reply(r[i], &reply, err, sizeof(err)), 0);
+		} else {
+			struct proto_result res;
+
+			proto_result_init(&res);
+			ck_assert_int_eq(e.evp->eval(e.evp, &r[i]->pend.job, &res), 0);
+			ck_assert_int_eq(run_eval_result(r[i], &res, 1.0, err, sizeof(err)), 0);
+			proto_result_release(&res);
+		}
+		waiting[i] = false;
+	}
+	ck_assert_uint_eq(ndone, 3);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(r[i]->state, RUN_FINISHED);
+		same_tree(alone, r[i]);
+		run_free(r[i]);
+		llm_provider_free(llm[i]);
+	}
+	run_free(alone);
+	env_release(&e);
+}
+END_TEST
+
 /* ---- the bench's table, against figures worked by hand ---- */
 
 static struct bench_run table_run(int level, enum search_policy pol, double best, int kb,
@@ -1381,6 +1454,7 @@ static Suite *engine_suite(void)
 	tcase_add_test(d, retry_carries_complaint);
 	tcase_add_test(d, settings_change_on_resume);
 	tcase_add_test(d, spend_per_model);
+	tcase_add_test(d, steps_interleaved_equal_alone);
 	tcase_add_test(p, route_rules);
 	tcase_add_test(j, bench_table_figures);
 	suite_add_tcase(s, j);
