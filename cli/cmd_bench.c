@@ -444,7 +444,7 @@ static void print_spend(const struct bench *b)
 
 static int drive(struct bench *b)
 {
-	struct display d = {.tty = isatty(STDERR_FILENO)};
+	struct display d = {.tty = isatty(STDOUT_FILENO) && isatty(STDERR_FILENO)};
 	struct bench_io io = {.make = cli_bench_replay,
 			      .stop = &bench_stop,
 			      .event = on_event,

@@ -323,7 +323,8 @@ ST_WUR int eval_provider_real(const char *evaluator, struct eval_provider **out)
  * Real evaluations through one pool of slots: devices[0..ndev) ("cpu",
  * "cuda:N"), per_device evaluations in flight on each (builds overlap;
  * on a GPU the slots share one GPU lock, so one timing runs at a time),
- * one zygote for all.  An evaluation whose device reports `error` while
+ * one zygote for all (the CPU's slots share a lock too: one timing at a
+ * time there).  An evaluation whose device reports `error` while
  * another device is alive is sent to another device instead of being
  * reported; a device where EVAL_DEVICE_DEATHS evaluations in a row ended
  * so, each then judged elsewhere, is taken out of the pool with a
@@ -336,7 +337,7 @@ ST_WUR int eval_provider_real(const char *evaluator, struct eval_provider **out)
 ST_WUR int eval_provider_pool(const char *evaluator, const char *const *devices, size_t ndev,
 			      unsigned per_device, struct eval_provider **out);
 /* The devices of a pool and whether each is alive, for a progress line:
- * writes "cpu x4, cuda:1 (out)" style text into buf.  Cannot fail. */
+ * writes "cuda:0 3/4, cuda:1 0/4 (out)": in flight / slots.  Cannot fail. */
 void eval_provider_pool_describe(const struct eval_provider *p, char *buf, size_t len);
 
 /* Results from a replay file; as llm_provider_replay(). */

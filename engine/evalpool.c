@@ -7,8 +7,10 @@
  * same request, jails and build cache: evalrun_pair in EVALRUN_AUTO
  * mode); only where it runs is chosen here.  A job goes to the live
  * device with the fewest evaluations in flight (the first on a tie), so
- * builds overlap on the host's cores while each GPU's slots share its
- * lock (pool/pool.h: one timing at a time on a GPU).
+ * builds overlap on the host's cores while each device's slots share its
+ * lock (pool/pool.h: one timing at a time on a GPU; the referee takes the
+ * lock's exclusive side for its timing phase on the CPU as well, so two
+ * CPU timings never overlap either).
  *
  * A device that fails: an evaluation that ends in `error` could not be
  * done, which may be the device (a lost GPU, a poisoned context) or the
@@ -37,7 +39,7 @@
 
 struct pool_dev {
 	char name[32];
-	int lock_fd; /* shared by the device's slots; -1 on the CPU */
+	int lock_fd; /* shared by the device's slots; -1 for one slot on the CPU */
 	unsigned busy;
 	unsigned failures; /* errors in a row that another device then judged */
 	bool dead;
@@ -414,7 +416,9 @@ int eval_provider_pool(const char *evaluator, const char *const *devices, size_t
 	e->per_device = per_device;
 	for (size_t i = 0; i < ndev; i++) {
 		snprintf(e->dev[i].name, sizeof(e->dev[i].name), "%s", devices[i]);
-		if (!str_starts(devices[i], "cuda"))
+		/* the referee times under the lock on any device: on the CPU
+		 * too, two timings never run at once */
+		if (!str_starts(devices[i], "cuda") && per_device < 2)
 			continue;
 		e->dev[i].lock_fd = evalrun_gpu_lock_open(NULL, err, sizeof(err));
 		if (e->dev[i].lock_fd < 0) {
