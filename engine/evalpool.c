@@ -188,8 +188,8 @@ static int launch_somewhere(struct eval_pool *e, struct pool_job *j, bool need_s
 		char how[200];
 
 		rc = launch(e, j, dev, j->insecure);
-		if (!rc)
-			return ST_OK;
+		if (!rc || rc == ST_EBUSY) /* busy is no failure: the job waits */
+			return rc;
 		j->tried |= 1u << dev;
 		j->dev = dev;
 		snprintf(how, sizeof(how), "the evaluator could not start there: %s",
