@@ -77,6 +77,41 @@ int cli_check_routes(const struct search_config *cfg, const char *spec, const ch
 int cli_make_providers(const struct run *r, struct llm_provider **llm,
 		       struct eval_provider **eval);
 
+/*
+ * The LLM provider a bench shares: a client per route of every role its
+ * policies use, each with inflight calls at once (take: the keys leave
+ * the environment).  0, or a code with err set.
+ */
+int cli_bench_llm(const struct search_config *cfg, const enum search_policy *pols, size_t npol,
+		  const char *spec, const char *model, uint32_t inflight, bool take,
+		  struct llm_provider **llm, char *err, size_t errlen);
+/*
+ * A bench run's own replay providers (struct bench_io.make): for each of
+ * llm and eval that is not NULL, the run's replay file, where replay:DIR
+ * means DIR/STEM.jsonl for the problem STEM.py.  0, or a code (printed).
+ */
+int cli_bench_replay(void *arg, struct run *r, struct llm_provider **llm,
+		     struct eval_provider **eval);
+/* The problems a bench's SUITE arguments name (suite.c). */
+struct cli_suite {
+	struct bench_problem *p; /* paths owned */
+	size_t n, cap;
+};
+/* Adds a folder (its *.py in KernelBench's order), a list file or a
+ * problem file; level 0: from the folder's name.  0 or a CLI_* status
+ * (printed). */
+int cli_suite_add(struct cli_suite *s, const char *arg, int level);
+void cli_suite_release(struct cli_suite *s);
+
+/* `stark bench`, and `stark resume` / `stark show` of a bench (cmd_bench.c). */
+int cmd_bench(int argc, char **argv);
+/* cap: a new --max-dollars (NULL: keep it). */
+int cli_bench_resume(struct store *st, const char *id, const char *cap);
+/* fmt: "text", "json", "csv"; problems: the per-problem rows too. */
+int cli_bench_show(struct store *st, const char *id, const char *fmt, bool problems);
+/* The table as text (bench_show.c); 0 or CLI_FAILURE. */
+int cli_bench_print(const struct bench *b, FILE *out);
+
 /* ---- rendering runs (show.c) ---- */
 
 /*

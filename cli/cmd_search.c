@@ -262,8 +262,8 @@ out_close:
 }
 
 #define RESUME_USAGE                                                                               \
-	"usage: stark resume RUN_ID [--store DIR] [--dry-run] [--config FILE] [--set "             \
-	"KEY=VALUE]..."
+	"usage: stark resume RUN_ID|BENCH_ID [--store DIR] [--dry-run] [--config FILE] [--set "    \
+	"KEY=VALUE]... [--max-dollars D (a bench)]"
 #define RESUME_SETS_MAX 64
 
 /*
@@ -305,6 +305,7 @@ static int resume_settings(struct run *r, const char *file, const char *const *s
 int cmd_resume(int argc, char **argv)
 {
 	const char *store_dir = NULL, *id = NULL, *config = NULL, *v, *sets[RESUME_SETS_MAX];
+	const char *cap = NULL;
 	size_t nsets = 0;
 	bool dry = false;
 	char err[CLI_ERR_MAX];
@@ -327,6 +328,12 @@ int cmd_resume(int argc, char **argv)
 			sets[nsets++] = v;
 		} else if (!strcmp(argv[i], "--dry-run")) {
 			dry = true;
+		} else if (cli_opt_value(argc, argv, &i, "--max-dollars", &v)) {
+			char *end;
+
+			cap = v;
+			if (!v || strtod(v, &end) < 0 || end == v || *end)
+				return stark_error(CLI_USAGE, "resume: --max-dollars wants an amount");
 		} else if (argv[i][0] == '-' || id) {
 			return stark_error(CLI_USAGE, RESUME_USAGE);
 		} else {
@@ -338,6 +345,20 @@ int cmd_resume(int argc, char **argv)
 	rc = cli_open_store(store_dir, &st);
 	if (rc)
 		return rc;
+	if (bench_is(st, id)) {
+		if (dry || config || nsets)
+			rc = stark_error(CLI_USAGE, "resume %s: a bench resumes as it was asked "
+						    "(--dry-run, --config and --set are for runs; "
+						    "--max-dollars D changes its cap)",
+					 id);
+		else
+			rc = cli_bench_resume(st, id, cap);
+		goto out_close;
+	}
+	if (cap) {
+		rc = stark_error(CLI_USAGE, "resume %s: --max-dollars is for benches", id);
+		goto out_close;
+	}
 	catch_signals();
 	rc = run_load(st, id, true, &r, err, sizeof(err));
 	if (rc == ST_EBUSY) {

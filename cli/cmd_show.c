@@ -125,12 +125,51 @@ static int open_run(const struct common_args *a, struct store **st, struct run *
 	return CLI_OK;
 }
 
+/*
+ * `stark show BENCH_ID [--json|--csv] [--problems] [--store DIR]`: a bench
+ * (bench_show.c); 1 when the id is not a bench's (then a run is shown).
+ */
+static int show_bench(int argc, char **argv)
+{
+	const char *id = NULL, *dir = NULL, *fmt = "text", *v;
+	bool problems = false;
+	struct store *st = NULL;
+	int rc;
+
+	for (int i = 1; i < argc; i++) {
+		if (cli_opt_value(argc, argv, &i, "--store", &v)) {
+			if (!v)
+				return CLI_USAGE;
+			dir = v;
+		} else if (!strcmp(argv[i], "--json")) {
+			fmt = "json";
+		} else if (!strcmp(argv[i], "--csv")) {
+			fmt = "csv";
+		} else if (!strcmp(argv[i], "--problems")) {
+			problems = true;
+		} else if (argv[i][0] == '-') {
+			return 1;
+		} else if (!id) {
+			id = argv[i];
+		}
+	}
+	if (!id || !store_run_id_valid(id) || cli_open_store(dir, &st))
+		return 1;
+	rc = bench_is(st, id) ? cli_bench_show(st, id, fmt, problems) : 1;
+	store_close(st);
+	return rc;
+}
+
 int cmd_show(int argc, char **argv)
 {
 	struct common_args a = {0};
 	struct store *st = NULL;
 	struct run *r = NULL;
 	int rc;
+
+	rc = show_bench(argc, argv);
+	if (rc != 1)
+		return rc;
 
 	rc = parse_common(argc, argv, &a, ARG_JSON | ARG_NODE,
 			  "stark show RUN_ID [--node N] [--json] [--store DIR]");

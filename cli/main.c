@@ -19,8 +19,10 @@ static const struct {
 	{"eval", cmd_eval, "eval PROBLEM.py SOLUTION.py [--device cpu|cuda[:N]] [--json] ...\n"
 			   "  stark eval --batch FILE|- [--jobs N] [--device cpu|cuda[:N]] ..."},
 	{"run", cmd_run, "run PROBLEM.py [--run-id ID] [--budget N] [--policy stark|sampling|reflexion] ..."},
-	{"resume", cmd_resume, "resume RUN_ID [--store DIR]"},
-	{"show", cmd_show, "show RUN_ID [--node N] [--json] [--store DIR]"},
+	{"bench", cmd_bench, "bench SUITE... [--policies stark,sampling,reflexion] [--budget N] ..."},
+	{"resume", cmd_resume, "resume RUN_ID|BENCH_ID [--store DIR]"},
+	{"show", cmd_show, "show RUN_ID [--node N] [--json] [--store DIR]\n"
+			   "  stark show BENCH_ID [--json|--csv] [--problems] [--store DIR]"},
 	{"export", cmd_export, "export RUN_ID [-o FILE] [--store DIR]"},
 	{"list", cmd_list, "list [--store DIR]"},
 	{"report", cmd_report, "report RUN_ID|BENCH_ID... [-o FILE.html] [--store DIR]"},

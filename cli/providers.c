@@ -117,8 +117,27 @@ static int key_for(const struct keyring *k, const struct search_config *cfg, int
  * (borrowed from k); llm (not NULL) gets the provider, or with llm NULL
  * this only checks that every role has a route and a key it may be sent.
  */
+static int http_routes_for(const struct search_config *cfg, unsigned roles_mask,
+			   uint32_t inflight, const char *spec, const char *model,
+			   const struct keyring *k, struct llm_provider **llm, char *err,
+			   size_t errlen);
+
 static int http_routes(const struct search_config *cfg, const char *spec, const char *model,
 		       const struct keyring *k, struct llm_provider **llm, char *err, size_t errlen)
+{
+	unsigned mask = 0;
+
+	for (int i = 0; i < ROLE_COUNT; i++)
+		if (route_role_used(cfg->policy, (enum search_role)i))
+			mask |= 1u << i;
+	return http_routes_for(cfg, mask, 0, spec, model, k, llm, err, errlen);
+}
+
+/* http_routes for the roles in roles_mask, inflight calls at once per client (0: default). */
+static int http_routes_for(const struct search_config *cfg, unsigned roles_mask,
+			   uint32_t inflight, const char *spec, const char *model,
+			   const struct keyring *k, struct llm_provider **llm, char *err,
+			   size_t errlen)
 {
 	struct llm_config cfgs[ROLE_COUNT];
 	struct route rts[ROLE_COUNT];
@@ -130,7 +149,7 @@ static int http_routes(const struct search_config *cfg, const char *spec, const 
 
 	rc = route_check(cfg, spec, model, err, errlen);
 	for (int i = 0; !rc && i < ROLE_COUNT; i++) {
-		if (!route_role_used(cfg->policy, (enum search_role)i))
+		if (!(roles_mask & (1u << i)))
 			continue;
 		rc = route_of(cfg, spec, model, (enum search_role)i, &rts[n], err, errlen);
 		if (rc)
@@ -145,6 +164,8 @@ static int http_routes(const struct search_config *cfg, const char *spec, const 
 		cfgs[i].api = rts[i].api;
 		cfgs[i].base_url = rts[i].base_url;
 		cfgs[i].model = rts[i].model;
+		if (inflight)
+			cfgs[i].max_inflight = inflight;
 		rc = key_for(k, cfg, rix[i], &rts[i], one, &cfgs[i].api_key, err, errlen);
 	}
 	if (!rc && llm) {
@@ -211,4 +232,63 @@ int cli_make_providers(const struct run *r, struct llm_provider **llm, struct ev
 		return CLI_USAGE;
 	}
 	return CLI_OK;
+}
+
+/* ---- benches ---- */
+
+int cli_bench_llm(const struct search_config *cfg, const enum search_policy *pols, size_t npol,
+		  const char *spec, const char *model, uint32_t inflight, bool take,
+		  struct llm_provider **llm, char *err, size_t errlen)
+{
+	struct keyring k;
+	unsigned mask = 0;
+	int rc;
+
+	for (size_t p = 0; p < npol; p++)
+		for (int i = 0; i < ROLE_COUNT; i++)
+			if (route_role_used(pols[p], (enum search_role)i))
+				mask |= 1u << i;
+	keyring_take(&k, cfg, take);
+	rc = http_routes_for(cfg, mask, inflight, spec, model, &k, llm, err, errlen);
+	keyring_wipe(&k);
+	return rc;
+}
+
+/* replay:DIR means DIR/STEM.jsonl for the problem STEM.py; a file is itself. */
+static void replay_path(const char *path, const char *problem, char *out, size_t len)
+{
+	struct stat sb;
+	const char *dot = strrchr(problem, '.');
+	int n = dot ? (int)(dot - problem) : (int)strlen(problem);
+
+	if (!stat(path, &sb) && S_ISDIR(sb.st_mode))
+		snprintf(out, len, "%s/%.*s.jsonl", path, n, problem);
+	else
+		snprintf(out, len, "%s", path);
+}
+
+int cli_bench_replay(void *arg, struct run *r, struct llm_provider **llm,
+		     struct eval_provider **eval)
+{
+	const char *spec = jr_str(r->options, "llm", ""), *ev = jr_str(r->options, "eval", "");
+	char err[CLI_ERR_MAX] = "", path[PROTO_PATH_MAX];
+	int rc = 0;
+
+	(void)arg;
+	if (llm && str_starts(spec, "replay:")) {
+		replay_path(spec + 7, r->problem, path, sizeof(path));
+		rc = llm_provider_replay(path, llm, err, sizeof(err));
+	}
+	if (!rc && eval && str_starts(ev, "replay:")) {
+		replay_path(ev + 7, r->problem, path, sizeof(path));
+		rc = eval_provider_replay(path, eval, err, sizeof(err));
+	}
+	if (rc) {
+		stark_warn("run %s: %s", r->id, err);
+		if (llm) {
+			llm_provider_free(*llm);
+			*llm = NULL;
+		}
+	}
+	return rc;
 }

@@ -420,8 +420,20 @@ int show_list(struct store *st, bool json, FILE *out)
 	/* States are settled after the walk: store callbacks may not use the store. */
 	json_array_foreach(arr, i, m)
 	{
-		const char *id = jr_str(m, "run_id", "");
+		const char *id;
 		enum run_state s;
+
+		if (!strcmp(jr_str(m, "kind", ""), "bench")) { /* a bench: one line, no rows */
+			char what[64];
+
+			snprintf(what, sizeof(what), "bench of %llu runs",
+				 (unsigned long long)jr_u64(m, "runs", 0));
+			json_object_set_new(m, "run_id", json_string(jr_str(m, "bench_id", "")));
+			json_object_set_new(m, "problem", json_string(what));
+			json_object_del(m, "table");
+			json_object_del(m, "problems");
+		}
+		id = jr_str(m, "run_id", "");
 
 		if (!run_state_parse(jr_str(m, "state", ""), &s))
 			json_object_set_new(

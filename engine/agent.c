@@ -402,21 +402,81 @@ static void fatal_reason(struct run *r, enum search_role role, const char *key,
 		    key, reply->param, search_role_name(role), run_role_model(r, role), fix, r->id, err);
 }
 
+/* The most a call can cost: its prompt estimate in and max_tokens out. */
+static double call_max_dollars(struct run *r, size_t prompt_bytes, enum search_role role)
+{
+	double pin, pout;
+
+	route_price(&r->cfg, role, run_role_model(r, role), &pin, &pout);
+	return (double)context_tokens(prompt_bytes) * pin / 1e6 +
+	       (double)r->cfg.max_tokens[role] * pout / 1e6;
+}
+
+/* Leaves the request to send in r->pend; takes the turns' contents. */
+static int pend_request(struct run *r, const char *key, enum search_role role,
+			const struct dbuf *sys, struct llm_message *msgs, size_t nturns,
+			size_t prompt_bytes)
+{
+	struct run_pending *p = &r->pend;
+
+	run_pending_clear(r);
+	p->msgs[0] = (struct llm_message){"system", strdup(dbuf_str(sys))};
+	if (!p->msgs[0].content) {
+		free_turns(msgs, nturns);
+		return ST_ENOMEM;
+	}
+	for (size_t i = 0; i < nturns; i++)
+		p->msgs[i + 1] = msgs[i];
+	p->kind = RUN_WAIT_LLM;
+	snprintf(p->key, sizeof(p->key), "%s", key);
+	p->role = role;
+	p->rq.tag = ++r->tag;
+	p->rq.msgs = p->msgs;
+	p->rq.nmsgs = nturns + 1;
+	route_request(&r->cfg, role, &p->rq);
+	p->max_dollars = call_max_dollars(r, prompt_bytes, role);
+	p->t0 = clock_mono_ns();
+	return ST_OK;
+}
+
+int run__llm_reply(struct run *r, struct llm_reply *reply)
+{
+	struct run_pending *p = &r->pend;
+	int rc;
+
+	if (p->kind != RUN_WAIT_LLM) {
+		llm_reply_release(reply);
+		return ST_EINVAL;
+	}
+	rc = record_reply(r, p->key, p->role, reply);
+	if (!rc)
+		rc = run__commit(r);
+	if (!rc && reply->fatal) {
+		fatal_reason(r, p->role, p->key, reply, r->halt_why, sizeof(r->halt_why));
+		r->halt = STOP_PAUSE;
+	}
+	llm_reply_release(reply);
+	if (!rc)
+		run_pending_clear(r);
+	return rc;
+}
+
 /*
  * One agent call, journal first: answered from the journal when its
  * response is there, re-sent with the journaled messages when only its
- * request is (journaled again when its settings changed), built,
- * journaled and sent otherwise.  prev (NULL for a first try) is the
- * rejected answer a retry carries.  Returns 0 with out filled, or 0 with
- * *stop set (caps, signal, fatal error), or a negative code.
+ * request is (journaled again when its settings changed), built and
+ * journaled otherwise; a request to send is left in r->pend with *stop =
+ * STOP_WAIT, and its reply, once journaled (run__llm_reply), answers the
+ * same call when the attempt is stepped again.  prev (NULL for a first
+ * try) is the rejected answer a retry carries.  Returns 0 with out
+ * filled, or 0 with *stop set (waiting, caps, fatal error), or a
+ * negative code.
  */
 static int agent_call(struct run *r, enum search_role role, uint32_t retry, uint32_t node,
 		      const struct scaffold *sc, const struct retry_turn *prev,
 		      struct agent_out *out, enum stop_kind *stop, char *why, size_t whylen)
 {
-	struct llm_message msgs[4];
-	struct llm_reply reply;
-	struct llm_request rq = {0};
+	struct llm_message msgs[3];
 	struct dbuf sys, turns;
 	size_t lens[3] = {0, 0, 0}, nturns = 1;
 	char key[RUN_KEY_MAX];
@@ -424,7 +484,6 @@ static int agent_call(struct run *r, enum search_role role, uint32_t retry, uint
 	bool journal = true;
 	int rc = 0;
 
-	memset(&reply, 0, sizeof(reply));
 	dbuf_init(&sys, PROMPT_MAX);
 	dbuf_init(&turns, 3 * PROMPT_MAX);
 	dbuf_reset(&out->text);
@@ -453,42 +512,16 @@ static int agent_call(struct run *r, enum search_role role, uint32_t retry, uint
 		rc = journal_request(r, key, role, retry, node, &sys, &turns, lens, nturns);
 	if (!rc)
 		rc = run__commit(r);
-	if (rc)
-		goto out_free;
-	msgs[0] = (struct llm_message){"system", dbuf_str(&sys)};
-	rc = split_turns(&turns, lens, nturns, msgs + 1);
-	if (rc)
-		goto out_free;
-	rq.tag = ++r->tag;
-	rq.msgs = msgs;
-	rq.nmsgs = nturns + 1;
-	route_request(&r->cfg, role, &rq);
-	run__doing(r, "%s agent on node %u%s", search_role_name(role), node,
-		       retry ? " (asked again)" : "");
-	rc = r->llm->call(r->llm, key, search_role_name(role), &rq, &reply);
-	free_turns(msgs + 1, nturns);
-	if (rc == ST_ECANCELED) {
-		*stop = STOP_SIGNAL;
-		rc = 0;
-		goto out_free;
-	}
 	if (!rc)
-		rc = record_reply(r, key, role, &reply);
+		rc = split_turns(&turns, lens, nturns, msgs);
+	if (!rc)
+		rc = pend_request(r, key, role, &sys, msgs, nturns, sys.len + turns.len);
 	if (rc)
 		goto out_free;
-	out->rc = reply.rc;
-	out->fatal = reply.fatal;
-	out->truncated = reply.truncated;
-	snprintf(out->error, sizeof(out->error), "%s", reply.error);
-	if (reply.rc == 0 && reply.text)
-		rc = dbuf_puts(&out->text, reply.text);
-	if (!rc && reply.fatal) {
-		rc = run__commit(r);
-		fatal_reason(r, role, key, &reply, why, whylen);
-		*stop = STOP_PAUSE;
-	}
+	run__doing(r, "%s agent on node %u%s", search_role_name(role), node,
+		   retry ? " (asked again)" : "");
+	*stop = STOP_WAIT;
 out_free:
-	llm_reply_release(&reply);
 	dbuf_release(&sys);
 	dbuf_release(&turns);
 	return rc;

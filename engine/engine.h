@@ -2,17 +2,19 @@
  * engine.h -- running searches durably: a STARK run as a state machine
  * whose every step is journaled before it is acted on.  The public header
  * of engine/; its names start with run_ (runs), jr_ (the journal), route_
- * (how each agent role reaches its model) and llm_provider_ /
- * eval_provider_ (where replies and results come from).  The commands
- * (cli/) use it; a loop over many runs would live here too.
+ * (how each agent role reaches its model), llm_provider_ /
+ * eval_provider_ (where replies and results come from) and bench_ (many
+ * runs in one event loop, and their table).  The commands (cli/) use it.
  *
  * The engine drives the method (search/search.h), calls LLMs through llm/,
  * evaluations through pool/ (engine/eval_real.c), and keeps everything in
  * the store (store/).  Files: state.c (a run in memory, its state and
  * configuration events, its progress line), create.c (a new run),
  * rebuild.c (a run from its journal), agent.c (the agents of one attempt),
- * run.c (the attempts and the loop), view.c (a run as readers see it),
- * journal.c (the event format),
+ * run.c (the attempts, the steps and the blocking loop), view.c (a run as
+ * readers see it), journal.c (the event format), bench.c (a bench's
+ * record), sched.c (its event loop), table.c (its results table),
+ * evalpool.c (evaluations over several devices),
  * inputs.c (templates and configuration files), route.c (roles to models),
  * provider.c, replay.c and eval_real.c (the providers).  Internals shared
  * between them: engine_int.h.
@@ -203,6 +205,19 @@ struct llm_provider {
 	 */
 	int (*call)(struct llm_provider *p, const char *key, const char *role,
 		    const struct llm_request *rq, struct llm_reply *out);
+	/*
+	 * The same without waiting, for a driver with many calls in flight:
+	 * returns 0 when the call is in flight (its reply comes from poll,
+	 * with rq->tag), 1 when it was answered at once into *now (replay; or
+	 * a request that could not be sent, as a failed reply), or a negative
+	 * code.  rq is copied.  poll moves up to n replies into out within
+	 * timeout_ms and returns how many (or a negative code).
+	 */
+	int (*submit)(struct llm_provider *p, const char *key, const char *role,
+		      const struct llm_request *rq, struct llm_reply *now);
+	int (*poll)(struct llm_provider *p, int timeout_ms, struct llm_reply *out, size_t n);
+	/* ms every call still waits after a 429 (0: not held) */
+	uint64_t (*held_ms)(struct llm_provider *p);
 	void (*free)(struct llm_provider *p); /* frees p and all it holds */
 	const volatile sig_atomic_t *stop; /* borrowed; may be NULL */
 	const char *name;		   /* "openai", "anthropic", "replay" */
@@ -222,6 +237,14 @@ struct eval_job {
 	bool insecure;	    /* evaluate with fewer jail layers than required */
 };
 
+/* An evaluation a provider finished (eval_provider.poll). */
+struct eval_done {
+	uint64_t tag;
+	int rc;			 /* 0 with res; negative: it could not be run */
+	struct proto_result res; /* initialised; the caller releases it */
+	char device[32];	 /* where it ran */
+};
+
 struct eval_provider {
 	/*
 	 * Evaluates job (borrowed) into out (initialised by the caller, whose
@@ -230,6 +253,18 @@ struct eval_provider {
 	 * could not be run at all (nothing journaled; the run stops as failed).
 	 */
 	int (*eval)(struct eval_provider *p, const struct eval_job *job, struct proto_result *out);
+	/*
+	 * Without waiting (NULL where eval answers at once, as replay does):
+	 * start copies job and returns 0, or ST_EBUSY when every slot is taken;
+	 * poll moves up to n finished evaluations into out (each out[i].res
+	 * initialised by poll) within timeout_ms and returns how many; cancel
+	 * kills whatever is in flight (nothing of it is reported).
+	 */
+	int (*start)(struct eval_provider *p, const struct eval_job *job, uint64_t tag);
+	int (*poll)(struct eval_provider *p, int timeout_ms, struct eval_done *out, size_t n);
+	void (*cancel)(struct eval_provider *p);
+	unsigned slots;	      /* evaluations it runs at once (1 without start) */
+	unsigned busy;	      /* of which in flight now */
 	void (*free)(struct eval_provider *p); /* frees p and all it holds */
 	const volatile sig_atomic_t *stop; /* borrowed; may be NULL */
 	const char *name; /* "stark-eval", "replay" */
@@ -284,6 +319,27 @@ ST_WUR int llm_provider_replay(const char *path, struct llm_provider **out, char
  * cannot be made (both warned on stderr), ST_ENOMEM.
  */
 ST_WUR int eval_provider_real(const char *evaluator, struct eval_provider **out);
+/*
+ * Real evaluations through one pool of slots: devices[0..ndev) ("cpu",
+ * "cuda:N"), per_device evaluations in flight on each (builds overlap;
+ * on a GPU the slots share one GPU lock, so one timing runs at a time),
+ * one zygote for all (the CPU's slots share a lock too: one timing at a
+ * time there).  An evaluation whose device reports `error` while
+ * another device is alive is sent to another device instead of being
+ * reported; a device where EVAL_DEVICE_DEATHS evaluations in a row ended
+ * so, each then judged elsewhere, is taken out of the pool with a
+ * message on stderr, and its work goes to the others.  The job's device
+ * is ignored: the pool's slot decides.  As eval_provider_real() for
+ * errors; ST_EINVAL for no device.
+ */
+#define EVAL_DEVICES_MAX   16
+#define EVAL_DEVICE_DEATHS 2
+ST_WUR int eval_provider_pool(const char *evaluator, const char *const *devices, size_t ndev,
+			      unsigned per_device, struct eval_provider **out);
+/* The devices of a pool and whether each is alive, for a progress line:
+ * writes "cuda:0 3/4, cuda:1 0/4 (out)": in flight / slots.  Cannot fail. */
+void eval_provider_pool_describe(const struct eval_provider *p, char *buf, size_t len);
+
 /* Results from a replay file; as llm_provider_replay(). */
 ST_WUR int eval_provider_replay(const char *path, struct eval_provider **out, char *err,
 				size_t errlen);
@@ -309,8 +365,8 @@ static inline void eval_provider_free(struct eval_provider *p)
  * same loader serves `stark resume` (which then continues the loop),
  * `stark show` and `stark export` (which only read).
  *
- * The loop is sequential: one attempt at a time, one LLM call or one
- * evaluation in flight.  An attempt is
+ * A run makes one attempt at a time, with one LLM call or one evaluation
+ * in flight (a bench runs many runs side by side).  An attempt is
  *   SELECT -> agent calls (plan -> code, or debug, sample, reflect; each
  *   anchor violation retried cfg.verify_retries times) -> NODE ->
  *   EVAL_REQUEST -> EVAL_RESULT -> ATTEMPT_END
@@ -411,6 +467,34 @@ struct run_attempt {
 	size_t nmemo;
 };
 
+/*
+ * What a stepped run waits for (run_step): an LLM reply or an evaluation
+ * result, whose request is journaled and committed already; or nothing
+ * more in this process (the run finished, paused or failed, journaled).
+ */
+enum run_wait {
+	RUN_WAIT_LLM = 1,
+	RUN_WAIT_EVAL = 2,
+	RUN_WAIT_DONE = 3
+};
+
+/*
+ * The request a run waits on, owned by the run until the answer is given
+ * (run_llm_reply, run_eval_result) or the run is freed.  The driver reads
+ * it and must not change it; rq.tag is the driver's to set.
+ */
+struct run_pending {
+	enum run_wait kind; /* 0 when none */
+	char key[RUN_KEY_MAX];
+	enum search_role role;		/* LLM */
+	struct llm_request rq;		/* msgs point into msgs/text below */
+	struct llm_message msgs[4];	/* contents owned */
+	double max_dollars;		/* the most this call can cost (caps) */
+	struct eval_job job;		/* eval: borrows the tree and the run */
+	char hash[17];
+	uint64_t t0;			/* when the run asked (monotonic ns) */
+};
+
 struct run {
 	struct store *st; /* borrowed */
 	struct store_lock *lock;
@@ -452,6 +536,9 @@ struct run {
 	char *pause_log; /* the log of an evaluation that ended in `error`,
 			    journaled with the pause it causes (owned) */
 	uint64_t tag;
+	struct run_pending pend; /* what run_step() left the run waiting on */
+	int halt;		 /* a stop decided outside run_step (enum stop_kind) */
+	char halt_why[RUN_REASON_MAX];
 };
 
 /*
@@ -488,9 +575,46 @@ void run_attach(struct run *r, struct llm_provider *llm, struct eval_provider *e
  * finishes, is interrupted (*stop, a fatal LLM error, repeated LLM
  * failures) or fails.  Needs run_attach() first.  Returns 0 when it ran
  * to a stop it journaled (see r->state and r->reason), a negative code
- * when the journal itself could not be written (err says so).
+ * when the journal itself could not be written (err says so).  It is
+ * run_begin + run_step with the providers' blocking calls.
  */
 ST_WUR int run_loop(struct run *r, char *err, size_t errlen);
+
+/*
+ * The run as a state machine, for a driver that keeps many runs and
+ * their requests in flight (the bench, engine/bench.h's loop):
+ *
+ *	run_begin(r);                     journals "running" on resume
+ *	while (run_step(r, &w) == 0 && w != RUN_WAIT_DONE) {
+ *		w == RUN_WAIT_LLM:  send r->pend.rq, then run_llm_reply()
+ *		w == RUN_WAIT_EVAL: evaluate r->pend.job, then run_eval_result()
+ *	}
+ *
+ * run_step makes every decision of the method (search/) and journals it;
+ * it returns as soon as the run needs an answer from outside, whose
+ * request is already durable.  A step re-enters the open attempt exactly
+ * as resume does (journaled replies are read back), so a run's tree
+ * depends only on the replies and results it is given, never on when or
+ * beside what it ran.  A driver that stops with a request in flight calls
+ * run_interrupt: nothing of that request's answer is journaled, and
+ * resume asks again.  Providers are not needed (run_attach is for
+ * run_loop).  All return 0 or a negative code when the journal could not
+ * be written (err says so; the run must then be freed).
+ */
+ST_WUR int run_begin(struct run *r, char *err, size_t errlen);
+ST_WUR int run_step(struct run *r, enum run_wait *wait, char *err, size_t errlen);
+/* The reply to r->pend (an LLM request): journaled with its spend; a
+ * fatal reply pauses the run at the next step.  reply is released. */
+ST_WUR int run_llm_reply(struct run *r, struct llm_reply *reply, char *err, size_t errlen);
+/* The result of r->pend (an evaluation), wall_ms as the driver saw it:
+ * journaled and given to the tree; `error` pauses the run at the next
+ * step (not the candidate's outcome).  res stays the caller's. */
+ST_WUR int run_eval_result(struct run *r, const struct proto_result *res, double wall_ms,
+			   char *err, size_t errlen);
+/* Drops what the run waits on and journals it interrupted (reason copied). */
+ST_WUR int run_interrupt(struct run *r, const char *reason, char *err, size_t errlen);
+/* Drops r->pend (freeing what it owns); cannot fail. */
+void run_pending_clear(struct run *r);
 
 /* Journals a state change (reason may be NULL; copied) and rewrites the
  * metadata; the store's codes on failure, r unchanged then. */
@@ -542,6 +666,157 @@ enum run_state run_shown_state(struct store *st, const char *id, enum run_state 
 /* The reason to show beside the shown state: the journaled reason, or why
  * a killed run reads as interrupted (static text). */
 const char *run_shown_reason(enum run_state shown, enum run_state journaled, const char *reason);
+
+/* ---- benches (bench.c, sched.c, table.c) ------------------------------ */
+
+/*
+ * A bench runs a suite of problems under several policies at once: one
+ * run per problem x policy, each an ordinary run (its own journal, lock,
+ * `stark show RUN_ID`), all driven by one event loop in one process
+ * (bench_drive): up to runs_in_flight runs stepped at once, up to
+ * llm_in_flight LLM requests in flight across them, evaluations through
+ * one pool of slots.  A bench is a store record of its own (its metadata
+ * is the record docs/REPORT.md describes, kind "bench"); its journal
+ * holds BENCH_EV_SPEC (what was asked, with the base configuration) and
+ * BENCH_EV_STATE events.  Its runs are created, from the problem files,
+ * before the first is stepped, so resume needs nothing but the store.
+ * The bench's lock (store_lock_run on its id) keeps a second process out;
+ * each run it steps is locked too.
+ */
+#define BENCH_ID_MAX	   32
+#define BENCH_PROBLEMS_MAX 4096
+#define BENCH_RUNS_MAX	   (3 * BENCH_PROBLEMS_MAX)
+#define BENCH_EV_SPEC	   1
+#define BENCH_EV_STATE	   2
+#define BENCH_EV_CAP	   3 /* max_dollars, changed on resume */
+
+struct bench_problem {
+	const char *path; /* the problem file */
+	int level;	  /* KernelBench level, 0 when unknown */
+};
+
+/* What `stark bench` was asked to do (all borrowed). */
+struct bench_spec {
+	const char *bench_id; /* NULL: generated */
+	const struct bench_problem *problems;
+	size_t nproblems;
+	const enum search_policy *policies;
+	size_t npolicies;
+	const char *llm, *model, *eval, *format;
+	const char *devices; /* "cpu", "cuda:0,1", resolved by the caller */
+	bool insecure_sandbox;
+	unsigned runs_in_flight, llm_in_flight, evals_per_device;
+	double max_dollars;   /* 0: no cap */
+	const char *baseline; /* "eager" or "compile" */
+	const struct search_config *cfg; /* the base; each run sets its policy */
+};
+
+/* One run of a bench, with what the table needs of it. */
+struct bench_run {
+	char run_id[STORE_RUN_ID_MAX + 1];
+	char problem[PROTO_NAME_MAX]; /* the file's name */
+	int level;
+	enum search_policy policy;
+	bool done;		/* finished: not stepped again */
+	enum run_state state;
+	uint32_t attempts;
+	double best;		/* best correct speedup; NaN when none */
+	uint64_t llm_calls;
+	struct run_spend spend[ROLE_COUNT];
+	double gpu_seconds;	/* correctness and timing time of its evaluations */
+	int kb_correct;		/* verdicts.kernelbench: -1 absent, 0, 1 */
+	double kb_best;		/* its best speedup among those correct; NaN */
+};
+
+struct bench {
+	struct store *st; /* borrowed */
+	struct store_lock *lock;
+	char id[STORE_RUN_ID_MAX + 1];
+	json_t *spec;	  /* BENCH_EV_SPEC's head */
+	double created;
+	enum run_state state;
+	char reason[RUN_REASON_MAX];
+	struct search_config cfg; /* the base configuration (its policy unused) */
+	struct bench_run *runs;
+	size_t nruns;
+	uint64_t last_seq;
+	uint64_t meta_ns; /* when the record was last written (monotonic) */
+};
+
+/*
+ * Creates a bench: journals its spec, creates every run (from the problem
+ * files; a run that exists already is kept) and writes the record.
+ * *out is the caller's (bench_free) and holds the bench's lock.
+ * ST_EINVAL (bad id or spec), ST_EEXIST, ST_EBUSY, run_create()'s codes;
+ * err says which.
+ */
+ST_WUR int bench_create(struct store *st, const struct bench_spec *spec, struct bench **out,
+			char *err, size_t errlen);
+/* Loads a bench (with lock: ST_EBUSY when another process has it); its
+ * runs' summaries are read from their journals. */
+ST_WUR int bench_load(struct store *st, const char *id, bool lock, struct bench **out, char *err,
+		      size_t errlen);
+void bench_free(struct bench *b);
+/* Whether the record id is a bench (its metadata says kind "bench"). */
+bool bench_is(struct store *st, const char *id);
+/* Journals a new --max-dollars for the bench (0: no cap); ST_EINVAL below 0. */
+ST_WUR int bench_set_cap(struct bench *b, double max_dollars);
+/* Journals the bench's state and rewrites its record (table included). */
+ST_WUR int bench_set_state(struct bench *b, enum run_state s, const char *reason);
+/* Re-reads run i's summary from its journal (b->runs[i]). */
+ST_WUR int bench_refresh_run(struct bench *b, size_t i);
+/* Fills b->runs[i] from a loaded run (no journal read but its results'). */
+ST_WUR int bench_summary_from(struct bench *b, size_t i, struct run *r);
+/* The most the bench can still spend: every unfinished attempt of every
+ * run at its worst (each call at max_tokens, every retry taken). */
+double bench_max_dollars(const struct bench *b);
+/* A spec string of the bench's options (borrowed from b->spec). */
+const char *bench_opt(const struct bench *b, const char *key, const char *dflt);
+
+/* How the loop reaches the outside (borrowed for bench_drive). */
+struct bench_io {
+	struct llm_provider *llm;   /* shared; NULL: each run gets its own */
+	struct eval_provider *eval; /* shared; NULL: each run gets its own */
+	/* a run's own providers (replay), freed by the loop when it leaves */
+	int (*make)(void *arg, struct run *r, struct llm_provider **llm,
+		    struct eval_provider **eval);
+	void *arg;
+	const volatile sig_atomic_t *stop;
+	/* what happened, for the display: one event (a line) or a redraw */
+	void (*event)(void *arg, const struct bench *b, const char *line);
+	void (*status)(void *arg, const struct bench *b, const char *line);
+};
+
+/*
+ * Runs the bench until every run is done, or it pauses (a signal, a fatal
+ * LLM error, the dollar cap, a run that cannot be loaded) or fails; the
+ * bench's state says which, journaled.  0, or a negative code when a
+ * journal could not be written (err says so).
+ */
+ST_WUR int bench_drive(struct bench *b, const struct bench_io *io, char *err, size_t errlen);
+
+/* ---- the table (table.c) ---- */
+
+/* Geometric mean of x[0..n) (all > 0); 1.0 for n = 0. */
+double bench_geomean(const double *x, size_t n);
+/* Median of x[0..n) (sorted in place); 1.0 for n = 0. */
+double bench_median(double *x, size_t n);
+/* Share of x[0..n) (best speedups, 1.0 where none) strictly above p; 0 for n = 0. */
+double bench_fast_p(const double *best, const bool *correct, size_t n, double p);
+/*
+ * The table: one row per level x policy, in first-seen order, with level,
+ * policy, problems, success_rate, fast_1, fast_1_5, fast_2,
+ * mean_speedup, geomean_speedup, median_speedup (of the best correct
+ * candidate, 1.0 where none), success_rate_kernelbench,
+ * fast_1_kernelbench (null where no result says), attempts, llm_calls,
+ * tokens_in/tokens_out/dollars per role (spend), dollars, gpu_seconds.
+ * A new reference (the caller's); NULL when out of memory.
+ */
+json_t *bench_table(const struct bench_run *runs, size_t n);
+/* The per-problem rows (docs/REPORT.md's "problems"). */
+json_t *bench_problems(const struct bench_run *runs, size_t n);
+/* `stark show BENCH_ID --json`: the record with its runs' states. */
+json_t *bench_json(const struct bench *b);
 
 /*
  * Reads a configuration file (at most 1 MiB) and applies it on top of c

@@ -124,7 +124,8 @@ enum stop_kind {
 	STOP_FINISH, /* budget, caps, search exhausted */
 	STOP_PAUSE,  /* fatal LLM error, repeated failures */
 	STOP_SIGNAL, /* SIGINT/SIGTERM */
-	STOP_FAIL    /* an internal error */
+	STOP_FAIL,   /* an internal error */
+	STOP_WAIT    /* the run waits for an answer (r->pend): not a stop */
 };
 
 /* What the agent phase of an attempt produced (agent.c, for run.c). */
@@ -162,5 +163,16 @@ void run__doing(struct run *r, const char *fmt, ...) ST_PRINTF(2, 3);
  */
 ST_WUR int run__phase_agents(struct run *r, struct made *made, enum stop_kind *stop, char *why,
 			     size_t whylen);
+/*
+ * agent.c: journals the reply to the LLM request r->pend waits on (with
+ * the spend so far) and commits it; a fatal reply sets r->halt (a pause,
+ * why in r->halt_why).  Releases reply.
+ */
+ST_WUR int run__llm_reply(struct run *r, struct llm_reply *reply);
+
+/* bench.c: creates run i of a bench from its problem file (kept if it exists). */
+ST_WUR int bench__create_run(struct bench *b, size_t i, char *err, size_t errlen);
+/* bench.c: rewrites the bench's record (its table and problem rows). */
+ST_WUR int bench__write_record(struct bench *b);
 
 #endif

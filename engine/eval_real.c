@@ -153,6 +153,7 @@ int eval_provider_real(const char *evaluator, struct eval_provider **out)
 	e->base.eval = real_eval;
 	e->base.free = real_free;
 	e->base.name = "stark-eval";
+	e->base.slots = 1;
 	*out = &e->base;
 	return ST_OK;
 }

@@ -318,6 +318,71 @@ static int set_new(json_t *o, const char *key, json_t *v)
 
 static const char *const stage_keys[4] = {"startup_ms", "compile_ms", "check_ms", "time_ms"};
 
+static int dup_field(char **dst, const char *s)
+{
+	char *p = strdup(s ? s : "");
+
+	if (!p)
+		return ST_ENOMEM;
+	free(*dst);
+	*dst = p;
+	return ST_OK;
+}
+
+/* One verdict as `stark eval --json` writes it; null where not reached. */
+static json_t *verdict_obj(const char *status, const char *reason)
+{
+	if (!status || !*status)
+		return json_null();
+	return json_pack("{s:s, s:b, s:s}", "status", status, "correct", !strcmp(status, "correct"),
+			 "reason", reason ? reason : "");
+}
+
+/*
+ * "verdicts": stark's and KernelBench's, as `stark eval --json` has them
+ * (cli/eval_print.c), plus "decided" (which one made the status).
+ */
+static json_t *verdicts_json(const struct proto_result *rs)
+{
+	bool reached = rs->stark_status && *rs->stark_status;
+	json_t *kb = verdict_obj(rs->kb_status, rs->kb_reason);
+
+	if (json_is_object(kb)) {
+		json_object_set_new(kb, "trials_run", json_integer(rs->kb_trials_run));
+		json_object_set_new(kb, "trials_passed", json_integer(rs->kb_trials_passed));
+		json_object_set_new(kb, "max_difference", jr_real_new(rs->kb_max_diff));
+	}
+	return json_pack("{s:s, s:o, s:o}", "decided", rs->verdict ? rs->verdict : "", "stark",
+			 verdict_obj(reached ? rs->stark_status : proto_status_name(rs->status),
+				     reached ? rs->stark_reason : rs->message),
+			 "kernelbench", kb ? kb : json_null());
+}
+
+/* The verdicts of a result read back (replay files carry them too). */
+static int verdicts_from_json(const json_t *v, struct proto_result *rs)
+{
+	const json_t *st = json_object_get(v, "stark"), *kb = json_object_get(v, "kernelbench");
+	int rc = ST_OK;
+
+	if (!json_is_object(v))
+		return ST_OK;
+	rc = dup_field(&rs->verdict, jr_str(v, "decided", ""));
+	if (!rc && json_is_object(st))
+		rc = dup_field(&rs->stark_status, jr_str(st, "status", ""));
+	if (!rc && json_is_object(st))
+		rc = dup_field(&rs->stark_reason, jr_str(st, "reason", ""));
+	if (!rc && json_is_object(kb))
+		rc = dup_field(&rs->kb_status, jr_str(kb, "status", ""));
+	if (!rc && json_is_object(kb))
+		rc = dup_field(&rs->kb_reason, jr_str(kb, "reason", ""));
+	if (json_is_object(kb)) {
+		rs->kb_trials_run = (uint32_t)jr_u64(kb, "trials_run", 0);
+		rs->kb_trials_passed = (uint32_t)jr_u64(kb, "trials_passed", 0);
+		rs->kb_max_diff = jr_real(kb, "max_difference", NAN);
+	}
+	return rc;
+}
+
 int jr_result_to_json(const struct proto_result *rs, json_t *head, json_t *body)
 {
 	json_t *flags = NULL, *env = NULL;
@@ -359,22 +424,12 @@ int jr_result_to_json(const struct proto_result *rs, json_t *head, json_t *body)
 	flags = NULL;
 	rc |= set_new(body, "env", env);
 	env = NULL;
+	rc |= set_new(body, "verdicts", verdicts_json(rs));
 	return rc ? ST_ENOMEM : ST_OK;
 out_nomem:
 	json_decref(flags);
 	json_decref(env);
 	return ST_ENOMEM;
-}
-
-static int dup_field(char **dst, const char *s)
-{
-	char *p = strdup(s ? s : "");
-
-	if (!p)
-		return ST_ENOMEM;
-	free(*dst);
-	*dst = p;
-	return ST_OK;
 }
 
 int jr_result_from_json(const json_t *head, const json_t *body, struct proto_result *rs)
@@ -421,7 +476,7 @@ int jr_result_from_json(const json_t *head, const json_t *body, struct proto_res
 		if (json_is_string(v) && proto_result_add_env(rs, key, json_string_value(v)))
 			break;
 	}
-	return ST_OK;
+	return verdicts_from_json(json_object_get(body, "verdicts"), rs);
 }
 
 void jr_hash_hex(const void *data, size_t len, char out[17])

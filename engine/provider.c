@@ -2,10 +2,10 @@
  * provider.c -- the real providers: LLM calls over HTTP through llm/, and
  * evaluations by `stark-eval` through pool/pool.h.
  *
- * The run loop is sequential, so a call here submits one request and polls
- * until its reply arrives, checking the stop flag between polls (a poll
- * lasts at most STOP_POLL_MS, so SIGINT is honoured within a fraction of a
- * second).  Each role has a route (endpoint, model, key); routes that agree
+ * For `stark run` a call submits one request and polls until its reply
+ * arrives, checking the stop flag between polls (a poll lasts at most
+ * STOP_POLL_MS, so SIGINT is honoured within a fraction of a second); a
+ * bench submits many and polls them together (submit, poll).  Each role has a route (endpoint, model, key); routes that agree
  * on all three share a client.
  */
 #include <stdio.h>
@@ -33,26 +33,70 @@ static struct llm_client *client_for(struct llm_http *h, const char *role)
 	return NULL;
 }
 
-static int http_call(struct llm_provider *p, const char *key, const char *role,
-		     const struct llm_request *rq, struct llm_reply *out)
+/* Sends rq: 0 in flight, 1 when it could not be sent (a failed reply in *out). */
+static int http_submit(struct llm_provider *p, const char *key, const char *role,
+		       const struct llm_request *rq, struct llm_reply *out)
 {
 	struct llm_http *h = (struct llm_http *)p;
 	struct llm_client *c = client_for(h, role);
-	int rc, n;
+	int rc;
 
 	(void)key;
 	memset(out, 0, sizeof(*out));
 	out->tag = rq->tag;
 	rc = c ? llm_submit(c, rq) : ST_ENOENT;
-	if (rc) {
-		out->rc = rc;
-		out->fatal = rc == ST_EINVAL || rc == ST_ETOOBIG || rc == ST_ENOENT;
-		snprintf(out->error, sizeof(out->error), "%s",
-			 c ? "cannot submit the request: " : "no llm for role ");
-		snprintf(out->error + strlen(out->error), sizeof(out->error) - strlen(out->error),
-			 "%s", c ? stark_strerror(rc) : role);
-		return ST_OK;
+	if (!rc)
+		return 0;
+	out->rc = rc;
+	out->fatal = rc == ST_EINVAL || rc == ST_ETOOBIG || rc == ST_ENOENT;
+	snprintf(out->error, sizeof(out->error), "%s",
+		 c ? "cannot submit the request: " : "no llm for role ");
+	snprintf(out->error + strlen(out->error), sizeof(out->error) - strlen(out->error), "%s",
+		 c ? stark_strerror(rc) : role);
+	return 1;
+}
+
+/* Replies of every client; the wait is spent on the first busy one. */
+static int http_poll(struct llm_provider *p, int timeout_ms, struct llm_reply *out, size_t n)
+{
+	struct llm_http *h = (struct llm_http *)p;
+	size_t got = 0;
+	bool waited = false;
+
+	for (size_t i = 0; i < h->nclients && got < n; i++) {
+		int k;
+
+		if (!llm_inflight(h->client[i]))
+			continue;
+		k = llm_poll(h->client[i], waited ? 0 : timeout_ms, out + got, n - got);
+		if (k < 0)
+			return k;
+		waited = true;
+		got += (size_t)k;
 	}
+	return (int)got;
+}
+
+static uint64_t http_held_ms(struct llm_provider *p)
+{
+	struct llm_http *h = (struct llm_http *)p;
+	uint64_t m = 0;
+
+	for (size_t i = 0; i < h->nclients; i++)
+		if (llm_held_ms(h->client[i]) > m)
+			m = llm_held_ms(h->client[i]);
+	return m;
+}
+
+static int http_call(struct llm_provider *p, const char *key, const char *role,
+		     const struct llm_request *rq, struct llm_reply *out)
+{
+	struct llm_http *h = (struct llm_http *)p;
+	struct llm_client *c = client_for(h, role);
+	int n;
+
+	if (http_submit(p, key, role, rq, out))
+		return ST_OK;
 	for (;;) {
 		if (p->stop && *p->stop)
 			return ST_ECANCELED;
@@ -98,6 +142,9 @@ int llm_provider_http(const char *const *roles, const struct llm_config *routes,
 	if (!h)
 		return ST_ENOMEM;
 	h->base.call = http_call;
+	h->base.submit = http_submit;
+	h->base.poll = http_poll;
+	h->base.held_ms = http_held_ms;
 	h->base.free = http_free;
 	h->base.name = n && routes[0].api == LLM_ANTHROPIC ? "anthropic" : "openai";
 	for (size_t i = 0; !rc && i < n; i++) {

@@ -345,6 +345,7 @@ int eval_provider_replay(const char *path, struct eval_provider **out, char *err
 		return rc;
 	}
 	r->base.eval = eval_replay_eval;
+	r->base.slots = 1;
 	r->base.free = eval_replay_free;
 	r->base.name = "replay";
 	*out = &r->base;

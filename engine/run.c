@@ -188,17 +188,33 @@ static void pause_on_error(struct run *r, const struct proto_result *res, char *
 	*stop = STOP_PAUSE;
 }
 
-static int phase_eval(struct run *r, enum stop_kind *stop, char *why, size_t whylen)
+/* Leaves the evaluation of the open attempt's node in r->pend. */
+static void pend_eval(struct run *r)
 {
 	const struct tree_node *n = tree_node(r->tree, r->cur.node);
-	char key[RUN_KEY_MAX], hash[17];
-	struct proto_result res;
-	struct eval_job job;
-	struct dbuf fb;
-	json_t *head = NULL, *body = NULL;
-	enum node_status st;
-	uint64_t t0;
-	double eval_ms;
+	struct run_pending *p = &r->pend;
+
+	run_pending_clear(r);
+	p->kind = RUN_WAIT_EVAL;
+	snprintf(p->key, sizeof(p->key), "n%u", r->cur.node);
+	jr_hash_hex(n->code, n->code_len, p->hash);
+	p->job = (struct eval_job){
+	    .key = p->key,
+	    .hash = p->hash,
+	    .problem_name = r->problem,
+	    .problem_src = r->problem_src,
+	    .problem_len = r->problem_len,
+	    .code = n->code,
+	    .code_len = n->code_len,
+	    .device = jr_str(r->options, "device", "cpu"),
+	    .format = jr_str(r->options, "format", "kernelbench"),
+	    .insecure = jr_bool(r->options, "insecure_sandbox", false),
+	    .seed = r->eval_seed ^ ((uint64_t)r->cur.node * 0x9e3779b97f4a7c15ull)};
+	p->t0 = clock_mono_ns();
+}
+
+static int phase_eval(struct run *r, enum stop_kind *stop)
+{
 	int rc;
 
 	if (r->cur.eval_done)
@@ -212,57 +228,52 @@ static int phase_eval(struct run *r, enum stop_kind *stop, char *why, size_t why
 	rc = run__commit(r);
 	if (rc)
 		return rc;
-	proto_result_init(&res);
-	dbuf_init(&fb, PROTO_MESSAGE_MAX + PROTO_LOG_MAX + 256);
-	snprintf(key, sizeof(key), "n%u", r->cur.node);
-	jr_hash_hex(n->code, n->code_len, hash);
-	job = (struct eval_job){.key = key,
-				.hash = hash,
-				.problem_name = r->problem,
-				.problem_src = r->problem_src,
-				.problem_len = r->problem_len,
-				.code = n->code,
-				.code_len = n->code_len,
-				.device = jr_str(r->options, "device", "cpu"),
-				.format = jr_str(r->options, "format", "kernelbench"),
-				.insecure = jr_bool(r->options, "insecure_sandbox", false),
-				.seed =
-				    r->eval_seed ^ ((uint64_t)r->cur.node * 0x9e3779b97f4a7c15ull)};
+	pend_eval(r);
 	run__doing(r, "evaluating node %u", r->cur.node);
-	t0 = clock_mono_ns();
-	rc = r->eval->eval(r->eval, &job, &res);
-	eval_ms = (double)(clock_mono_ns() - t0) / 1e6;
-	if (rc == ST_ECANCELED) {
-		*stop = STOP_SIGNAL;
-		rc = 0;
-		goto out_free;
+	*stop = STOP_WAIT;
+	return ST_OK;
+}
+
+/* The result of the evaluation r->pend waits on: journaled, then the attempt ends. */
+static int eval_result(struct run *r, const struct proto_result *res, double eval_ms)
+{
+	const struct tree_node *n;
+	struct dbuf fb;
+	json_t *head = NULL, *body = NULL;
+	enum node_status st;
+	int rc;
+
+	if (r->pend.kind != RUN_WAIT_EVAL || !r->cur.open || r->cur.node == TREE_NONE)
+		return ST_EINVAL;
+	if (res->status == PROTO_ST_ERROR) {
+		enum stop_kind stop = STOP_NONE;
+
+		pause_on_error(r, res, r->halt_why, sizeof(r->halt_why), &stop);
+		r->halt = stop;
+		run_pending_clear(r);
+		return ST_OK;
 	}
-	if (rc)
-		goto out_free;
-	if (res.status == PROTO_ST_ERROR) {
-		pause_on_error(r, &res, why, whylen, stop);
-		goto out_free;
-	}
-	st = node_status_of(&res);
-	rc = feedback_of(&res, st, &fb);
+	dbuf_init(&fb, PROTO_MESSAGE_MAX + PROTO_LOG_MAX + 256);
+	st = node_status_of(res);
+	rc = feedback_of(res, st, &fb);
 	if (!rc)
-		rc = tree_set_result(r->tree, r->cur.node, st, st == NODE_CORRECT ? res.speedup : 0,
+		rc = tree_set_result(r->tree, r->cur.node, st, st == NODE_CORRECT ? res->speedup : 0,
 				     dbuf_str(&fb));
 	if (rc)
 		goto out_free;
 	n = tree_node(r->tree, r->cur.node);
-	r->info[r->cur.node].verdict = (int)res.status;
-	r->info[r->cur.node].runtime_us = res.runtime_us;
-	r->info[r->cur.node].ref_runtime_us = res.ref_runtime_us;
+	r->info[r->cur.node].verdict = (int)res->status;
+	r->info[r->cur.node].runtime_us = res->runtime_us;
+	r->info[r->cur.node].ref_runtime_us = res->ref_runtime_us;
 	r->info[r->cur.node].result_seq = r->last_seq + 1;
-	head = json_pack("{s:s, s:I, s:I, s:s, s:s, s:o, s:o, s:o, s:f, s:f}", "key", key,
+	head = json_pack("{s:s, s:I, s:I, s:s, s:s, s:o, s:o, s:o, s:f, s:f}", "key", r->pend.key,
 			 "attempt", (json_int_t)r->cur.k, "node", (json_int_t)r->cur.node, "status",
-			 node_status_name(st), "verdict", proto_status_name(res.status), "speedup",
-			 jr_real_new(n->speedup), "runtime_us", jr_real_new(res.runtime_us),
-			 "ref_runtime_us", jr_real_new(res.ref_runtime_us), "wall_ms", eval_ms, "at",
-			 run__now());
+			 node_status_name(st), "verdict", proto_status_name(res->status), "speedup",
+			 jr_real_new(n->speedup), "runtime_us", jr_real_new(res->runtime_us),
+			 "ref_runtime_us", jr_real_new(res->ref_runtime_us), "wall_ms", eval_ms,
+			 "at", run__now());
 	body = json_object();
-	rc = head && body ? jr_result_to_json(&res, body, body) : ST_ENOMEM;
+	rc = head && body ? jr_result_to_json(res, body, body) : ST_ENOMEM;
 	if (rc) {
 		json_decref(head);
 		json_decref(body);
@@ -271,11 +282,11 @@ static int phase_eval(struct run *r, enum stop_kind *stop, char *why, size_t why
 	rc = run__batch_take(r, JR_EVAL_RESULT, head, body, fb.p, fb.len);
 	if (!rc) {
 		r->cur.eval_done = true;
+		run_pending_clear(r);
 		rc = end_attempt(r, r->cur.node, "evaluated", NULL);
 	}
 out_free:
 	dbuf_release(&fb);
-	proto_result_release(&res);
 	return rc;
 }
 
@@ -349,7 +360,7 @@ static int attempt(struct run *r, enum stop_kind *stop, char *why, size_t whylen
 		if (rc || *stop || !r->cur.open)
 			return rc;
 	}
-	return phase_eval(r, stop, why, whylen);
+	return phase_eval(r, stop);
 }
 
 /* The candidate format the agents write (the run's --format). */
@@ -375,30 +386,72 @@ static int load_prompts(struct run *r, char *err, size_t errlen)
 	return rc;
 }
 
-int run_loop(struct run *r, char *err, size_t errlen)
+void run_pending_clear(struct run *r)
 {
-	enum stop_kind stop = STOP_NONE;
+	for (size_t i = 0; i < ST_ARRAY_LEN(r->pend.msgs); i++)
+		free((char *)r->pend.msgs[i].content);
+	memset(&r->pend, 0, sizeof(r->pend));
+}
+
+static int journal_fail(struct run *r, int rc, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "run %s: cannot write the journal: %s", r->id, stark_strerror(rc));
+	return rc;
+}
+
+int run_begin(struct run *r, char *err, size_t errlen)
+{
 	char why[RUN_REASON_MAX] = "";
 	int rc;
 
 	err[0] = '\0';
+	run_pending_clear(r);
+	r->halt = STOP_NONE;
 	if (!r->fresh) {
 		rc = run_set_state(r, RUN_RUNNING, "resumed");
 		if (rc)
-			goto out_journal;
+			return journal_fail(r, rc, err, errlen);
 	}
 	r->fresh = false;
 	r->llm_errors = 0;
 	if (load_prompts(r, why, sizeof(why))) {
-		stop = STOP_FAIL;
-		goto out_stop;
+		r->halt = STOP_FAIL;
+		snprintf(r->halt_why, sizeof(r->halt_why), "%s", why);
 	}
 	run__progress(r, false);
+	return ST_OK;
+}
+
+/* Journals the state a stop leads to. */
+static int finish(struct run *r, enum stop_kind stop, const char *why)
+{
+	switch (stop) {
+	case STOP_FINISH:
+		return run_set_state(r, RUN_FINISHED, why);
+	case STOP_SIGNAL:
+		return run_set_state(r, RUN_INTERRUPTED, "interrupted by a signal");
+	case STOP_PAUSE:
+		return run_set_state(r, RUN_INTERRUPTED, why);
+	default:
+		return run_set_state(r, RUN_FAILED, why);
+	}
+}
+
+int run_step(struct run *r, enum run_wait *wait, char *err, size_t errlen)
+{
+	enum stop_kind stop = r->halt;
+	char why[RUN_REASON_MAX] = "";
+	int rc;
+
+	err[0] = '\0';
+	*wait = RUN_WAIT_DONE;
+	if (r->pend.kind) { /* asked again before its answer: the same request */
+		*wait = r->pend.kind;
+		return ST_OK;
+	}
+	if (stop)
+		snprintf(why, sizeof(why), "%s", r->halt_why);
 	while (!stop) {
-		if (r->stop && *r->stop) {
-			stop = STOP_SIGNAL;
-			break;
-		}
 		uint32_t before = r->attempts;
 
 		rc = attempt(r, &stop, why, sizeof(why));
@@ -411,26 +464,87 @@ int run_loop(struct run *r, char *err, size_t errlen)
 		if (r->attempts != before)
 			run__progress(r, false);
 	}
-out_stop:
-	switch (stop) {
-	case STOP_FINISH:
-		rc = run_set_state(r, RUN_FINISHED, why);
-		break;
-	case STOP_SIGNAL:
-		rc = run_set_state(r, RUN_INTERRUPTED, "interrupted by a signal");
-		break;
-	case STOP_PAUSE:
-		rc = run_set_state(r, RUN_INTERRUPTED, why);
-		break;
-	default:
-		rc = run_set_state(r, RUN_FAILED, why);
-		break;
+	if (stop == STOP_WAIT) {
+		*wait = r->pend.kind;
+		return ST_OK;
 	}
+	r->halt = STOP_NONE;
+	rc = finish(r, stop, why);
 	if (r->progress_tty)
 		run__progress(r, true);
-	if (!rc)
-		return ST_OK;
-out_journal:
-	snprintf(err, errlen, "run %s: cannot write the journal: %s", r->id, stark_strerror(rc));
+	return rc ? journal_fail(r, rc, err, errlen) : ST_OK;
+}
+
+int run_llm_reply(struct run *r, struct llm_reply *reply, char *err, size_t errlen)
+{
+	int rc = run__llm_reply(r, reply);
+
+	return rc ? journal_fail(r, rc, err, errlen) : ST_OK;
+}
+
+int run_eval_result(struct run *r, const struct proto_result *res, double wall_ms, char *err,
+		    size_t errlen)
+{
+	int rc = eval_result(r, res, wall_ms);
+
+	return rc ? journal_fail(r, rc, err, errlen) : ST_OK;
+}
+
+int run_interrupt(struct run *r, const char *reason, char *err, size_t errlen)
+{
+	int rc;
+
+	run_pending_clear(r);
+	r->halt = STOP_NONE;
+	rc = run_set_state(r, RUN_INTERRUPTED, reason);
+	if (r->progress_tty)
+		run__progress(r, true);
+	return rc ? journal_fail(r, rc, err, errlen) : ST_OK;
+}
+
+/* The blocking driver of one run: each request answered by its provider in turn. */
+int run_loop(struct run *r, char *err, size_t errlen)
+{
+	enum run_wait w;
+	int rc = run_begin(r, err, errlen);
+
+	while (!rc && !(rc = run_step(r, &w, err, errlen)) && w != RUN_WAIT_DONE) {
+		if (r->stop && *r->stop)
+			return run_interrupt(r, "interrupted by a signal", err, errlen);
+		if (w == RUN_WAIT_LLM) {
+			struct llm_reply reply;
+
+			memset(&reply, 0, sizeof(reply));
+			rc = r->llm->call(r->llm, r->pend.key, search_role_name(r->pend.role),
+					  &r->pend.rq, &reply);
+			if (!rc)
+				rc = run_llm_reply(r, &reply, err, errlen);
+			else
+				llm_reply_release(&reply);
+		} else {
+			struct proto_result res;
+
+			proto_result_init(&res);
+			rc = r->eval->eval(r->eval, &r->pend.job, &res);
+			if (!rc)
+				rc = run_eval_result(r, &res,
+						     (double)(clock_mono_ns() - r->pend.t0) / 1e6,
+						     err, errlen);
+			proto_result_release(&res);
+		}
+		if (rc == ST_ECANCELED)
+			return run_interrupt(r, "interrupted by a signal", err, errlen);
+		if (rc && !err[0]) {
+			/* the evaluator could not be run at all: the run stops as failed */
+			char why[RUN_REASON_MAX];
+
+			snprintf(why, sizeof(why), "internal error in attempt %u: %s", r->cur.k,
+				 stark_strerror(rc));
+			r->halt = STOP_FAIL;
+			snprintf(r->halt_why, sizeof(r->halt_why), "%s", why);
+			run_pending_clear(r);
+			rc = 0;
+		}
+	}
 	return rc;
 }

@@ -71,6 +71,7 @@ struct llm_client {
 	size_t ncalls;		/* slots not FREE */
 	uint64_t rng;
 	uint64_t seq;
+	uint64_t hold_until; /* ns: no attempt starts before (a 429's wait) */
 };
 
 static void wipe_free(char *s)
@@ -475,6 +476,11 @@ static void retry_or_finish(struct llm_client *c, struct llm_call *call, int rc,
 		return;
 	}
 	call->not_before = now + delay * NS_PER_MS;
+	/* A rate limit is the server's, not one call's: every call of this
+	 * client waits it out, so many callers slow down together instead of
+	 * each spending its retries against the limit. */
+	if (call->reply.http_status == 429 && call->not_before > c->hold_until)
+		c->hold_until = call->not_before;
 	call->state = CALL_WAITING;
 	call->last_rc = rc;
 	snprintf(call->last_why, sizeof(call->last_why), "%s", why);
@@ -632,7 +638,7 @@ static int drive(struct llm_client *c, uint64_t *next)
 	int running, left;
 	uint64_t now = clock_mono_ns();
 
-	for (size_t i = 0; i < c->cfg.max_inflight; i++)
+	for (size_t i = 0; i < c->cfg.max_inflight && c->hold_until <= now; i++)
 		if (c->calls[i].state == CALL_WAITING && c->calls[i].not_before <= now)
 			start_attempt(c, &c->calls[i], now);
 	if (curl_multi_perform(c->multi, &running) != CURLM_OK)
@@ -651,7 +657,9 @@ static int drive(struct llm_client *c, uint64_t *next)
 	*next = UINT64_MAX;
 	for (size_t i = 0; i < c->cfg.max_inflight; i++)
 		if (c->calls[i].state == CALL_WAITING)
-			*next = min_u64(*next, c->calls[i].not_before);
+			*next = min_u64(*next, c->calls[i].not_before > c->hold_until
+						   ? c->calls[i].not_before
+						   : c->hold_until);
 	return 0;
 }
 
@@ -716,6 +724,13 @@ int llm_poll(struct llm_client *c, int timeout_ms, struct llm_reply *out, size_t
 size_t llm_inflight(const struct llm_client *c)
 {
 	return c->ncalls;
+}
+
+uint64_t llm_held_ms(const struct llm_client *c)
+{
+	uint64_t now = clock_mono_ns();
+
+	return c->hold_until > now ? (c->hold_until - now) / NS_PER_MS : 0;
 }
 
 void llm_reply_release(struct llm_reply *r)

@@ -12,7 +12,8 @@
  * content, a leading <think>...</think> in it): only the answer is text.
  * Several requests are in flight at once (curl multi).  Every call has a
  * deadline; 408/429/5xx and connection errors are retried with exponential
- * backoff and full jitter, honouring Retry-After up to a bound;
+ * backoff and full jitter, honouring Retry-After up to a bound (a 429
+ * holds back every call of the client, not only its own: llm_held_ms);
  * 400/401/403/422 are not retried and are reported as fatal (the caller
  * pauses the run), naming the request member the server blamed.
  * Response bodies are capped.  The API key is never logged, never put in an
@@ -161,6 +162,13 @@ ST_WUR int llm_submit(struct llm_client *c, const struct llm_request *rq);
 ST_WUR int llm_poll(struct llm_client *c, int timeout_ms, struct llm_reply *out, size_t n);
 /* Calls submitted and not yet returned by llm_poll(). */
 size_t llm_inflight(const struct llm_client *c);
+/*
+ * How long the client still holds every attempt back after a 429: the
+ * wait one call was given (its backoff, or its Retry-After up to
+ * retry_after_max_ms) applies to all the client's calls, new ones too, so
+ * a rate limit slows every caller at once.  0 when not held.
+ */
+uint64_t llm_held_ms(const struct llm_client *c);
 void llm_reply_release(struct llm_reply *r);
 
 /*

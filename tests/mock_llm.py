@@ -21,7 +21,11 @@ header when --key is given, anthropic-version) and answers from a script:
                                             was spent reasoning (finish_reason length /
                                             stop_reason max_tokens, no text)
              "dialect": DIALECT,            overrides the model's
-             "delay": seconds,              before answering
+             "delay": seconds,              before answering; [lo, hi]: uniform,
+                                            from the --seed generator
+             "echo_problem": true,          answer with the request's first ```python
+                                            block, its Model renamed ModelNew (the
+                                            problem itself, an honest candidate)
              "headers": {name: value},
              "retry_after": "2" | 2,        a Retry-After header as given
              "retry_after_date": seconds,   a Retry-After HTTP-date, now + seconds
@@ -74,6 +78,8 @@ import email.utils
 import hashlib
 import json
 import os
+import random
+import re
 import socket
 import struct
 import sys
@@ -162,8 +168,23 @@ OPENAI_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 ANTHROPIC_EFFORTS = ("low", "medium", "high", "max")
 
 
+ROOT_RE = re.compile(r"(?<=class )Model(?=[(,:])|(?<=super\()Model(?=[(,:])")
+
+
+def echo_problem(req):
+    """The request's first ```python block, Model renamed ModelNew, fenced again."""
+    for m in reversed((req or {}).get("messages", [])):
+        c = m.get("content", "")
+        if isinstance(c, list):
+            c = "".join(p.get("text", "") for p in c)
+        found = re.search(r"```python\n(.*?)```", c, re.S)
+        if m.get("role") == "user" and found:
+            return "```python\n" + ROOT_RE.sub("ModelNew", found.group(1)) + "```\n"
+    return "no problem found"
+
+
 def reply_body(kind, spec, model, dialect="plain", req=None):
-    text = spec.get("text", "ok")
+    text = echo_problem(req) if spec.get("echo_problem") else spec.get("text", "ok")
     if spec.get("fault") == "no_anchors":
         text = spec.get("text", "Here is a faster kernel, but I forgot the anchors.\n")
     tin, tout = spec.get("usage", [11, 7])
@@ -380,7 +401,11 @@ class Handler(BaseHTTPRequestHandler):
         spec = self.server.script.next(path, kind)
         dialect = spec.get("dialect", dialect)
         entry["answer"] = spec.get("fault") or spec.get("status", 200)
-        if spec.get("delay"):
+        if isinstance(spec.get("delay"), list):
+            with self.server.rng_lock:
+                d = self.server.rng.uniform(*spec["delay"])
+            time.sleep(d)
+        elif spec.get("delay"):
             time.sleep(float(spec["delay"]))
         fault = spec.get("fault")
         if fault in ("hang", "drip", "truncate", "huge", "reset", "close"):
@@ -494,6 +519,7 @@ def main():
     ap.add_argument("--key", help="require this API key")
     ap.add_argument("--log-bodies", action="store_true", help="keep request bodies in /_stats")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--seed", type=int, default=1, help="seed of random delays")
     args = ap.parse_args()
 
     data = []
@@ -501,6 +527,8 @@ def main():
         with open(args.script, encoding="utf-8") as f:
             data = json.load(f)
     srv = Server(("127.0.0.1", 0), Handler)
+    srv.rng = random.Random(args.seed)
+    srv.rng_lock = threading.Lock()
     srv.script = Script(data)
     srv.stats = Stats(args.log_bodies)
     srv.key = args.key

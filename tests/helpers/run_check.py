@@ -20,6 +20,13 @@ output for the end-to-end tests of `stark run`/`stark resume`.
       the mock received after mark.i must be one whose response was not yet
       journaled.  Requests are matched to keys by their messages.  Prints a
       summary; exit 1 on a violation.
+  run_check.py bench-audit STATS.json JOURNALDIR SNAPDIR INFLIGHT
+      the same for a bench: JOURNALDIR holds each run's journal (RUN.jsonl),
+      answered.i keys are RUN/KEY, and at most INFLIGHT requests may be lost
+      (sent again) per kill, the LLM calls a bench has in flight.
+  run_check.py bench-same A.json B.json
+      exit 0 when two `stark show BENCH --json` objects have the same table
+      (ids and timings aside).
 """
 import json
 import os
@@ -142,6 +149,57 @@ def audit(stats_path, journal_path, snapdir):
     return 0 if not bad and not unmatched and len(log) - resp <= len(marks) else 1
 
 
+def bench_audit(stats_path, jdir, snapdir, inflight):
+    events = []
+    for name in sorted(os.listdir(jdir)):
+        if not name.endswith(".jsonl"):
+            continue
+        run = name[:-6]
+        for e in journal(os.path.join(jdir, name)):
+            if "key" in e.get("head", {}):
+                e["head"]["key"] = run + "/" + e["head"]["key"]
+            events.append(e)
+    stats = load(stats_path)
+    by_msgs = message_keys(events)
+    log = [e for e in stats["log"] if e.get("path", "").endswith(("/chat/completions", "/messages"))]
+    marks = []
+    i = 0
+    while os.path.exists(os.path.join(snapdir, "mark.%d" % i)):
+        with open(os.path.join(snapdir, "mark.%d" % i)) as f:
+            mark = int(f.read().strip())
+        with open(os.path.join(snapdir, "answered.%d" % i)) as f:
+            keys = set(line.strip() for line in f if line.strip())
+        marks.append((mark, keys))
+        i += 1
+    bad, unmatched = [], 0
+    for n, entry in enumerate(log):
+        cands = by_msgs.get(sig_of_body(entry["body"]))
+        if not cands:
+            unmatched += 1
+            continue
+        for mark, keys in marks:
+            if n >= mark and cands <= keys:
+                bad.append((n, sorted(cands)))
+                break
+    resp = len(answered(events))
+    print("# mock saw %d requests; journals answer %d; %d kills; %d sent again after a kill"
+          % (len(log), resp, len(marks), len(log) - resp))
+    for n, keys in bad[:5]:
+        print("# request %d (%s) was sent although its response was journaled" % (n, ",".join(keys)))
+    if unmatched:
+        print("# %d requests match no journaled request" % unmatched)
+    return 0 if not bad and not unmatched and len(log) - resp <= inflight * len(marks) else 1
+
+
+def bench_same(a, b):
+    ta, tb = load(a)["table"], load(b)["table"]
+    d = first_diff(ta, tb)
+    if d:
+        print("# tables differ: %s" % d)
+        return 1
+    return 0
+
+
 def fields(show):
     need = ("run_id", "state", "budget", "attempts", "nodes", "best", "spend")
     missing = [k for k in need if k not in show]
@@ -174,6 +232,10 @@ def main(argv):
         with urllib.request.urlopen("http://127.0.0.1:%s/_stats" % argv[2], timeout=10) as r:
             sys.stdout.write(r.read().decode())
         return 0
+    if len(argv) == 6 and argv[1] == "bench-audit":
+        return bench_audit(argv[2], argv[3], argv[4], int(argv[5]))
+    if len(argv) == 4 and argv[1] == "bench-same":
+        return bench_same(argv[2], argv[3])
     if len(argv) == 5 and argv[1] == "audit":
         return audit(argv[2], argv[3], argv[4])
     sys.stderr.write(__doc__)

@@ -31,6 +31,13 @@
       writes a bench record (docs/REPORT.md) for the runs whose `stark show
       --json` objects are given, one problem row per run (level 1, the run's
       policy and problem), and a table row per policy.
+  run_fixture.py demo-bench EXAMPLES
+      writes the suite `make demo` benches (EXAMPLES/bench/level1/: the
+      hard-swish example and two pure-PyTorch problems) and their recorded
+      replies (EXAMPLES/bench/replies/STEM.jsonl) for the stark and sampling
+      policies: on each problem the STARK path of demo-replay (a correct
+      first kernel, a coder's mistake, a debug that repairs it) and three
+      samples (the reference, the first kernel, a wrong one).
   run_fixture.py demo-replay PROBLEM GOOD OUT [SIMULATED_EVAL_OUT]
       writes the recorded replies `make demo` replays: attempt 1 plans and
       codes the fused kernel of GOOD (a KernelBench solution whose extension
@@ -40,6 +47,7 @@
       the evaluation results that path expects, to pick a policy seed.
 """
 import json
+import os
 import random
 import re
 import sys
@@ -167,6 +175,107 @@ def demo_replay(problem, good, out, sim=None):
                       {"key": "n3", "status": "correct", "speedup": 1.9}):
                 f.write(json.dumps(r) + "\n")
 
+# The two pure-PyTorch problems of the demo bench: (file, problem text,
+# first kernel's forward line, the coder's mistake, the debugged line, a
+# wrong sample's line).
+DEMO_PROBLEMS = [
+    ("2_softplus_scale.py",
+     "# Demo problem (KernelBench format): softplus times a learned scale,\n"
+     "#   out = log(1 + exp(x)) * scale,\n"
+     "# written as four elementwise passes; torch's softplus does it in one.\n"
+     "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+     "    def __init__(self, features):\n        super().__init__()\n"
+     "        self.scale = nn.Parameter(torch.rand(features) + 0.5)\n\n"
+     "    def forward(self, x):\n        return torch.log(1 + torch.exp(x)) * self.scale\n\n\n"
+     "batch_size = 256\nfeatures = 4096\n\n\ndef get_inputs():\n"
+     "    return [torch.randn(batch_size, features)]\n\n\ndef get_init_inputs():\n"
+     "    return [features]\n",
+     "        return torch.nn.functional.softplus(x) * self.scale\n",
+     "        return torch.nn.functional.softplus(x, beta=self.scale)\n",
+     "        return torch.nn.functional.softplus(x).mul_(self.scale)\n",
+     "        return torch.nn.functional.softplus(x)\n"),
+    ("3_sum_of_squares.py",
+     "# Demo problem (KernelBench format): the sum of squares of each row,\n"
+     "#   out[i] = sum_j x[i, j]^2,\n"
+     "# which PyTorch computes through a temporary the size of x.\n"
+     "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+     "    def __init__(self):\n        super().__init__()\n\n"
+     "    def forward(self, x):\n        return (x * x).sum(dim=1)\n\n\n"
+     "rows = 2048\ncols = 2048\n\n\ndef get_inputs():\n"
+     "    return [torch.randn(rows, cols)]\n\n\ndef get_init_inputs():\n    return []\n",
+     "        return torch.bmm(x.unsqueeze(1), x.unsqueeze(2)).view(-1)\n",
+     "        return torch.bmm(x.unsqueeze(1), x.unsqueeze(1)).view(-1)\n",
+     "        return torch.einsum(\"ij,ij->i\", x, x)\n",
+     "        return (x * x).sum(dim=0)\n"),
+]
+
+
+def stark_path(root, first, bad, fixed, what1, what2, why):
+    """Replies of the demo's STARK path on a problem whose forward is one line."""
+    fence = lambda lines: "```python\n" + "".join(lines) + "```\n"
+    A = "<<<IMPROVE BEGIN: %s>>>\n"
+    E = "<<<IMPROVE END>>>\n"
+    body = next(i for i, l in enumerate(root) if re.match(r"\s+def forward\(", l)) + 1
+    plan1 = root[:body] + [A % what1, root[body], E] + root[body + 1:]
+    node1 = root[:body] + [first] + root[body + 1:]
+    plan2 = node1[:body] + [A % what2, node1[body], E] + node1[body + 1:]
+    node2 = node1[:body] + [bad] + node1[body + 1:]
+    node3 = node1[:body] + [fixed] + node1[body + 1:]
+    return node1, [
+        ("a1.plan.r0", "plan", "The reference makes several passes; one call does it.\n\n" +
+         fence(plan1), 1900, 300),
+        ("a1.code.r0", "code", fence(node1), 2300, 400),
+        ("a2.plan.r0", "plan", "Fold the remaining step into the same call.\n\n" + fence(plan2),
+         2400, 260),
+        ("a2.code.r0", "code", fence(node2), 2600, 120),
+        ("a3.debug.r0", "debug", why + "\n\n" + fence(node3), 2900, 400),
+    ]
+
+
+def demo_bench(examples):
+    ex = os.path.join(examples, "bench")
+    lv = os.path.join(ex, "level1")
+    rp = os.path.join(ex, "replies")
+    os.makedirs(lv, exist_ok=True)
+    os.makedirs(rp, exist_ok=True)
+    fence = lambda text: "Here is the program.\n\n```python\n" + text + "```\n"
+    hs = os.path.join(examples, "hardswish_residual")
+    src = open(os.path.join(hs, "problem.py"), encoding="utf-8").read()
+    with open(os.path.join(lv, "1_hardswish_residual.py"), "w", encoding="utf-8") as f:
+        f.write(src)
+    tmp = os.path.join(rp, ".hs.jsonl")
+    demo_replay(os.path.join(lv, "1_hardswish_residual.py"), os.path.join(hs, "good.py"), tmp)
+    replies = [json.loads(l) for l in open(tmp, encoding="utf-8")]
+    os.unlink(tmp)
+    node1 = next(r for r in replies if r["key"] == "a1.code.r0")["text"][len("```python\n"):-4]
+    root = root_code(os.path.join(lv, "1_hardswish_residual.py"))
+    wrong = open(os.path.join(hs, "wrong.py"), encoding="utf-8").read()
+    samples = [root, node1, wrong]
+    files = [("1_hardswish_residual", replies, samples)]
+    for name, text, first, bad, fixed, wrong_line in DEMO_PROBLEMS:
+        path = os.path.join(lv, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        lines = root_code(path).splitlines(keepends=True)
+        node1, path_replies = stark_path(
+            lines, first, bad, fixed, "compute it with one library call",
+            "apply the scale inside the same call",
+            "The call's arguments were wrong; this one is what the plan meant.")
+        rep = [dict(key=k, role=r, text=t, tokens_in=i, tokens_out=o)
+               for k, r, t, i, o in path_replies]
+        body = next(i for i, l in enumerate(lines) if re.match(r"\s+def forward\(", l)) + 1
+        samples = ["".join(lines), "".join(node1),
+                   "".join(lines[:body] + [wrong_line] + lines[body + 1:])]
+        files.append((name[:-3], rep, samples))
+    for stem, rep, samples in files:
+        with open(os.path.join(rp, stem + ".jsonl"), "w", encoding="utf-8") as f:
+            for r in rep:
+                f.write(json.dumps(r) + "\n")
+            for k, code in enumerate(samples, 1):
+                f.write(json.dumps({"key": "a%d.sample.r0" % k, "role": "sample",
+                                    "text": fence(code), "tokens_in": 900,
+                                    "tokens_out": 350 + 40 * k}) + "\n")
+
 
 PAYLOAD = ('</script><script>window.__pwned=1;alert(1)</script><img src=x onerror="window.__pwned=2">'
            '<svg onload="window.__pwned=3"></svg><img src="http://127.0.0.1:9/leak"> &amp; <!-- '
@@ -256,6 +365,8 @@ def main(argv):
         hostile(argv[2], argv[3], argv[4], argv[5])
     elif len(argv) >= 5 and argv[1] == "bench-record":
         bench_record(argv[2], argv[3], argv[4:])
+    elif len(argv) >= 3 and argv[1] == "demo-bench":
+        demo_bench(argv[2])
     elif len(argv) >= 5 and argv[1] == "demo-replay":
         demo_replay(argv[2], argv[3], argv[4], argv[5] if len(argv) > 5 else None)
     elif len(argv) >= 4 and argv[1] == "mock-script":

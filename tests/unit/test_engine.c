@@ -1274,6 +1274,161 @@ START_TEST(spend_per_model)
 }
 END_TEST
 
+/* ---- runs stepped side by side ---- */
+
+/*
+ * Three runs stepped in a seeded random order, each answer given at a
+ * random later turn (as a bench's event loop does), against the same run
+ * driven alone by run_loop: identical trees, attempts and spend.
+ */
+START_TEST(steps_interleaved_equal_alone)
+{
+	struct env e;
+	struct run *alone, *r[3];
+	struct llm_provider *llm[3];
+	bool waiting[3] = {false, false, false}, done[3] = {false, false, false};
+	enum run_wait w[3];
+	char err[512] = "", id[8];
+	unsigned seed = 17, ndone = 0, turns = 0;
+
+	env_init(&e, 12);
+	alone = start(&e, "alone");
+	loop(alone, e.replay, e.evp, NULL);
+	for (int i = 0; i < 3; i++) {
+		snprintf(id, sizeof(id), "s%d", i);
+		r[i] = start(&e, id);
+		ck_assert_int_eq(llm_provider_replay(e.llm, &llm[i], err, sizeof(err)), 0);
+		ck_assert_int_eq(run_begin(r[i], err, sizeof(err)), 0);
+	}
+	while (ndone < 3 && turns++ < 100000) {
+		int i = (int)(rand_r(&seed) % 3);
+
+		if (done[i])
+			continue;
+		if (!waiting[i]) { /* step: it runs until it needs an answer */
+			ck_assert_int_eq(run_step(r[i], &w[i], err, sizeof(err)), 0);
+			if (w[i] == RUN_WAIT_DONE) {
+				done[i] = true;
+				ndone++;
+			}
+			waiting[i] = w[i] != RUN_WAIT_DONE;
+			continue;
+		}
+		if (rand_r(&seed) % 2) /* its answer comes later */
+			continue;
+		if (w[i] == RUN_WAIT_LLM) {
+			struct llm_reply reply;
+
+			memset(&reply, 0, sizeof(reply));
+			ck_assert_int_eq(llm[i]->call(llm[i], r[i]->pend.key,
+						      search_role_name(r[i]->pend.role),
+						      &r[i]->pend.rq, &reply),
+					 0);
+			ck_assert_int_eq(run_llm_reply(r[i], &reply, err, sizeof(err)), 0);
+		} else {
+			struct proto_result res;
+
+			proto_result_init(&res);
+			ck_assert_int_eq(e.evp->eval(e.evp, &r[i]->pend.job, &res), 0);
+			ck_assert_int_eq(run_eval_result(r[i], &res, 1.0, err, sizeof(err)), 0);
+			proto_result_release(&res);
+		}
+		waiting[i] = false;
+	}
+	ck_assert_uint_eq(ndone, 3);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(r[i]->state, RUN_FINISHED);
+		same_tree(alone, r[i]);
+		run_free(r[i]);
+		llm_provider_free(llm[i]);
+	}
+	run_free(alone);
+	env_release(&e);
+}
+END_TEST
+
+/* ---- the bench's table, against figures worked by hand ---- */
+
+static struct bench_run table_run(int level, enum search_policy pol, double best, int kb,
+				  double kb_best)
+{
+	struct bench_run r;
+
+	memset(&r, 0, sizeof(r));
+	r.level = level;
+	r.policy = pol;
+	r.best = best;
+	r.kb_correct = kb;
+	r.kb_best = kb_best;
+	r.attempts = 10;
+	r.llm_calls = 3;
+	r.spend[ROLE_PLAN].calls = 2;
+	r.spend[ROLE_PLAN].dollars = 0.25;
+	r.spend[ROLE_CODE].calls = 1;
+	r.spend[ROLE_CODE].tokens_in = 100;
+	r.gpu_seconds = 1.5;
+	return r;
+}
+
+static double num(const json_t *row, const char *key)
+{
+	const json_t *v = json_object_get(row, key);
+
+	ck_assert_msg(json_is_number(v), "%s is not a number", key);
+	return json_number_value(v);
+}
+
+START_TEST(bench_table_figures)
+{
+	/* level 1, stark: best 2.0, 0.5 (correct but slower), none, 4.0;
+	 * level 1, sampling: none */
+	struct bench_run runs[5] = {
+	    table_run(1, POLICY_STARK, 2.0, 1, 1.5), table_run(1, POLICY_STARK, 0.5, 0, NAN),
+	    table_run(1, POLICY_SAMPLING, NAN, -1, NAN), table_run(1, POLICY_STARK, NAN, -1, NAN),
+	    table_run(1, POLICY_STARK, 4.0, -1, NAN)};
+	double x[4] = {4, 1, 0.5, 2};
+	json_t *t = bench_table(runs, 5), *a, *b;
+
+	ck_assert_double_eq_tol(bench_geomean(x, 4), sqrt(2.0), 1e-12);
+	ck_assert_double_eq(bench_geomean(x, 0), 1.0);
+	ck_assert_double_eq(bench_median(x, 4), 1.5); /* (1 + 2) / 2 */
+	ck_assert_double_eq(bench_median(x, 3), 1.0); /* sorted: 0.5 1 2 */
+	ck_assert_ptr_nonnull(t);
+	ck_assert_uint_eq(json_array_size(t), 2);
+	a = json_array_get(t, 0);
+	b = json_array_get(t, 1);
+	ck_assert_str_eq(jr_str(a, "policy", ""), "stark");
+	ck_assert_int_eq(jr_i64(a, "problems", 0), 4);
+	ck_assert_double_eq_tol(num(a, "success_rate"), 0.75, 1e-12);
+	ck_assert_double_eq_tol(num(a, "fast_1"), 0.5, 1e-12);   /* 2.0 and 4.0 */
+	ck_assert_double_eq_tol(num(a, "fast_1_5"), 0.5, 1e-12); /* 2.0 and 4.0 */
+	ck_assert_double_eq_tol(num(a, "fast_2"), 0.25, 1e-12);  /* 4.0 only: strictly above */
+	ck_assert_double_eq_tol(num(a, "mean_speedup"), 1.875, 1e-12); /* (2+.5+1+4)/4 */
+	ck_assert_double_eq_tol(num(a, "geomean_speedup"), sqrt(2.0), 1e-12); /* 4^(1/4) */
+	ck_assert_double_eq_tol(num(a, "median_speedup"), 1.5, 1e-12);
+	ck_assert_double_eq_tol(num(a, "success_rate_kernelbench"), 0.25, 1e-12);
+	ck_assert_double_eq_tol(num(a, "fast_1_kernelbench"), 0.25, 1e-12);
+	ck_assert_int_eq(jr_i64(a, "attempts", 0), 40);
+	ck_assert_int_eq(jr_i64(a, "llm_calls", 0), 12);
+	ck_assert_double_eq_tol(num(a, "dollars"), 1.0, 1e-12);
+	ck_assert_double_eq_tol(num(a, "gpu_seconds"), 6.0, 1e-12);
+	ck_assert_int_eq(jr_i64(json_object_get(json_object_get(a, "spend"), "plan"), "calls", 0),
+			 8);
+	ck_assert_int_eq(
+	    jr_i64(json_object_get(json_object_get(a, "spend"), "code"), "tokens_in", 0), 400);
+	/* no correct candidate: every speedup figure is the reference's */
+	ck_assert_str_eq(jr_str(b, "policy", ""), "sampling");
+	ck_assert_double_eq(num(b, "success_rate"), 0);
+	ck_assert_double_eq(num(b, "fast_1"), 0);
+	ck_assert_double_eq(num(b, "mean_speedup"), 1.0);
+	ck_assert_double_eq(num(b, "geomean_speedup"), 1.0);
+	ck_assert_double_eq(num(b, "median_speedup"), 1.0);
+	ck_assert(json_is_null(json_object_get(b, "success_rate_kernelbench")));
+	ck_assert(json_is_null(json_object_get(b, "fast_1_kernelbench")));
+	json_decref(t);
+}
+END_TEST
+
 static Suite *engine_suite(void)
 {
 	Suite *s = suite_create("engine");
@@ -1299,7 +1454,9 @@ static Suite *engine_suite(void)
 	tcase_add_test(d, retry_carries_complaint);
 	tcase_add_test(d, settings_change_on_resume);
 	tcase_add_test(d, spend_per_model);
+	tcase_add_test(d, steps_interleaved_equal_alone);
 	tcase_add_test(p, route_rules);
+	tcase_add_test(j, bench_table_figures);
 	suite_add_tcase(s, j);
 	suite_add_tcase(s, p);
 	suite_add_tcase(s, d);

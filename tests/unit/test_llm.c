@@ -1073,6 +1073,53 @@ START_TEST(test_429_retry_after_capped)
 }
 END_TEST
 
+/* A 429 holds back every call of the client: one submitted during the
+ * wait is not sent before it ends, though it has a backoff of its own. */
+START_TEST(test_429_holds_every_call)
+{
+	struct mock m;
+	struct llm_config cfg;
+	struct llm_request a = req(1), b = req(2);
+	struct llm_client *c;
+	struct llm_reply r[2];
+	uint64_t t0;
+	json_t *st;
+	int got = 0, n;
+
+	mock_start(&m, "[{\"status\": 429, \"retry_after\": 1}, {\"text\": \"a\"}, "
+		       "{\"text\": \"b\"}]");
+	cfg_for(&cfg, LLM_OPENAI, &m);
+	ck_assert_int_eq(llm_client_new(&cfg, &c), 0);
+	ck_assert_int_eq(llm_submit(c, &a), 0);
+	t0 = clock_mono_ns();
+	while (stats_requests(&m) < 1 && ms_since(t0) < 5000)
+		ck_assert_int_ge(llm_poll(c, 20, r, 1), 0);
+	/* the 429 is in once the client holds */
+	while (!llm_held_ms(c) && ms_since(t0) < 5000)
+		ck_assert_int_ge(llm_poll(c, 20, r, 1), 0);
+	ck_assert_uint_gt(llm_held_ms(c), 500);
+	ck_assert_int_eq(llm_submit(c, &b), 0);
+	while (got < 2 && ms_since(t0) < 8000) {
+		n = llm_poll(c, 200, r + got, (size_t)(2 - got));
+		ck_assert_int_ge(n, 0);
+		got += n;
+	}
+	ck_assert_int_eq(got, 2);
+	st = mock_stats(&m);
+	/* both calls reached the server a second after the 429, not before */
+	ck_assert_msg(stats_gap(st, 0) >= 0.95, "first after the 429: %.3f s", stats_gap(st, 0));
+	ck_assert_msg(stats_gap(st, 0) + stats_gap(st, 1) >= 0.95, "second: %.3f s",
+		      stats_gap(st, 0) + stats_gap(st, 1));
+	json_decref(st);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_msg(r[i].rc == 0, "%s", r[i].error);
+		llm_reply_release(&r[i]);
+	}
+	llm_client_free(c);
+	mock_stop(&m);
+}
+END_TEST
+
 START_TEST(test_429_past_deadline)
 {
 	struct mock m;
@@ -1577,8 +1624,9 @@ START_TEST(test_backoff_does_not_block)
 	uint64_t t0, tb = 0;
 	size_t got = 0;
 
-	/* A gets 429 + Retry-After 1; B, submitted while A waits, must not wait for A */
-	mock_start(&m, "[{\"status\": 429, \"retry_after\": 1}, {\"delay\": 0.2, \"text\": \"b\"},"
+	/* A gets 503 + Retry-After 1; B, submitted while A waits, must not wait
+	 * for A (a 429 is another matter: test_429_holds_every_call) */
+	mock_start(&m, "[{\"status\": 503, \"retry_after\": 1}, {\"delay\": 0.2, \"text\": \"b\"},"
 		       " {\"text\": \"a\"}]");
 	cfg_for(&cfg, LLM_OPENAI, &m);
 	ck_assert_int_eq(llm_client_new(&cfg, &c), 0);
@@ -1588,7 +1636,7 @@ START_TEST(test_backoff_does_not_block)
 		ck_assert_int_eq(llm_poll(c, 20, out, 2), 0);
 		ck_assert_uint_lt(ms_since(t0), 5000);
 	}
-	ck_assert_int_eq(llm_poll(c, 50, out, 2), 0); /* A reads its 429, starts waiting */
+	ck_assert_int_eq(llm_poll(c, 50, out, 2), 0); /* A reads its 503, starts waiting */
 	ck_assert_int_eq(llm_submit(c, &b), 0);
 	while (got < 2) {
 		int n = llm_poll(c, 1000, out + got, 2 - got);
@@ -1742,6 +1790,7 @@ static Suite *llm_suite(void)
 	tcase_add_test(net, test_429_retry_after_date);
 	tcase_add_test(net, test_429_retry_after_capped);
 	tcase_add_test(net, test_429_past_deadline);
+	tcase_add_test(net, test_429_holds_every_call);
 	tcase_add_test(net, test_500_then_ok);
 	tcase_add_test(net, test_retries_exhausted);
 	tcase_add_test(net, test_5xx_total_deadline);
