@@ -1,0 +1,34 @@
+import torch
+import torch.nn as nn
+from stark_cuda import CudaModule
+
+# Honest, fp32: x (B, D1, D2) summed over D1, one thread per output, D1 in
+# order (coalesced over D2).
+SRC = r'''
+extern "C" __global__ void sum_seq(const float* __restrict__ x, float* __restrict__ y,
+                                   int D1, int D2)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    int b = blockIdx.y;
+    if (j >= D2)
+        return;
+    const float* p = x + (long)b * D1 * D2 + j;
+    float acc = 0.f;
+    for (int i = 0; i < D1; i++)
+        acc += p[(long)i * D2];
+    y[(long)b * D2 + j] = acc;
+}
+'''
+mod = CudaModule(SRC)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        x = x.contiguous()
+        B, D1, D2 = x.shape
+        y = torch.empty(B, 1, D2, device=x.device, dtype=x.dtype)
+        mod.sum_seq(grid=((D2 + 255) // 256, B), block=(256,), args=(x, y, D1, D2))
+        return y
