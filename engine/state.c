@@ -64,6 +64,7 @@ void run_free(struct run *r)
 		free(r->checks[i].reason);
 	free(r->checks);
 	json_decref(r->options);
+	json_decref(r->producer);
 	free(r->problem_src);
 	free(r->pause_log);
 	free(r->info);
