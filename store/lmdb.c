@@ -391,16 +391,25 @@ static int backup(struct store_db *db, const char *dir, unsigned ver, char *out,
 
 	gmtime_r(&t, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-	if ((size_t)snprintf(backups, sizeof(backups), "%s/backups", dir) >= sizeof(backups) ||
-	    (size_t)snprintf(out, len, "%s/format-%u-%s-%ld", backups, ver, stamp,
-			     (long)getpid()) >= len ||
-	    (size_t)snprintf(part, sizeof(part), "%s.part", out) >= sizeof(part) ||
-	    (size_t)snprintf(file, sizeof(file), "%s/data.mdb", part) >= sizeof(file))
+	if ((size_t)snprintf(backups, sizeof(backups), "%s/backups", dir) >= sizeof(backups))
 		return ENAMETOOLONG;
 	if (mkdir(backups, 0700) < 0 && errno != EEXIST)
 		return errno;
-	if (mkdir(part, 0700) < 0)
-		return errno;
+	/* A name no earlier backup (or a crashed one's .part) has. */
+	for (int i = 0;; i++) {
+		if (i == 100)
+			return EEXIST;
+		if ((size_t)snprintf(out, len, "%s/format-%u-%s-%d", backups, ver, stamp, i) >= len ||
+		    (size_t)snprintf(part, sizeof(part), "%s.part", out) >= sizeof(part) ||
+		    (size_t)snprintf(file, sizeof(file), "%s/data.mdb", part) >= sizeof(file))
+			return ENAMETOOLONG;
+		if (access(out, F_OK) == 0)
+			continue;
+		if (mkdir(part, 0700) == 0)
+			break;
+		if (errno != EEXIST)
+			return errno;
+	}
 	fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return errno;
