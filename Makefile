@@ -249,7 +249,7 @@ install: $(PROGRAMS) $(MAN_PAGES)
 		$(DESTDIR)$(DATADIR)/stark/prompts $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR)
 	install -m 755 $(BUILD)/stark $(DESTDIR)$(BINDIR)/stark
 	install -m 755 $(BUILD)/stark-eval $(DESTDIR)$(LIBEXECDIR)/stark/stark-eval
-	install -m 644 scripts/gpulock.py $(DESTDIR)$(LIBEXECDIR)/stark/gpulock.py
+	install -m 644 scripts/gpulock.py $(DESTDIR)$(DATADIR)/stark/gpulock.py
 	install -m 644 prompts/*.txt $(DESTDIR)$(DATADIR)/stark/prompts/
 	for f in $(EXAMPLE_FILES); do \
 		install -D -m 644 $$f $(DESTDIR)$(DATADIR)/stark/$$f || exit 1; done
