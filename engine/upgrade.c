@@ -94,8 +94,8 @@ int run_prompts_from_json(const json_t *o, const char *format, struct prompt_set
 	return 0;
 }
 
-int run_prompts_current(const struct search_config *cfg, const char *format,
-			struct prompt_set *out, char hash[17], char *err, size_t errlen)
+int run_prompts_current(const struct search_config *cfg, const char *format, struct prompt_set *out,
+			char hash[17], char *err, size_t errlen)
 {
 	char dir[PROTO_PATH_MAX];
 	int rc;
@@ -131,11 +131,11 @@ const char *run_upgrade_note(const struct run *r, char *buf, size_t len)
 		return buf;
 	}
 	if (rel && (strcmp(rel, stark_release()) || strcmp(commit, stark_commit())))
-		snprintf(buf, len,
-			 "run %s was started by stark %s (commit %s); this is stark %s (commit %s): "
-			 "it continues with the run's recorded prompts (%s) and settings",
-			 r->id, rel, commit, stark_release(), stark_commit(),
-			 jr_str(p, "prompts", "?"));
+		snprintf(
+		    buf, len,
+		    "run %s was started by stark %s (commit %s); this is stark %s (commit %s): "
+		    "it continues with the run's recorded prompts (%s) and settings",
+		    r->id, rel, commit, stark_release(), stark_commit(), jr_str(p, "prompts", "?"));
 	return buf[0] ? buf : NULL;
 }
 
