@@ -512,8 +512,8 @@ out:
 	return rc;
 }
 
-/* A run of b that is not finished and recorded no prompts (made before
- * stark 0.2.0), or NULL. */
+/* A run of b that is not finished and may continue only with
+ * --accept-upgrade (run_needs_upgrade), or NULL. */
 static const char *unrecorded_run(struct bench *b)
 {
 	char err[CLI_ERR_MAX];
@@ -524,7 +524,7 @@ static const char *unrecorded_run(struct bench *b)
 
 		if (run_load(b->st, b->runs[i].run_id, false, &r, err, sizeof(err)))
 			continue; /* not created yet, or the loop will say why */
-		old = !r->prompts_recorded && r->state != RUN_FINISHED;
+		old = r->state != RUN_FINISHED && run_needs_upgrade(r);
 		run_free(r);
 		if (old)
 			return b->runs[i].run_id;
@@ -558,10 +558,10 @@ int cli_bench_resume(struct store *st, const char *id, const char *cap, bool acc
 	}
 	old = b->state == RUN_FINISHED ? NULL : unrecorded_run(b);
 	if (old && !accept) {
-		stark_warn("bench %s has runs started by a stark that recorded neither its version "
-			   "nor its prompts (before 0.2.0), e.g. %s; `stark resume %s "
-			   "--accept-upgrade` continues them with this stark %s's prompt templates",
-			   id, old, id, stark_release());
+		stark_warn("bench %s has runs that this stark %s would change (e.g. %s: `stark "
+			   "resume %s --dry-run` says how); `stark resume %s --accept-upgrade` "
+			   "continues them",
+			   id, stark_release(), old, old, id);
 		bench_free(b);
 		return CLI_USAGE;
 	}

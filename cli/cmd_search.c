@@ -307,7 +307,7 @@ int cmd_resume(int argc, char **argv)
 	const char *store_dir = NULL, *id = NULL, *config = NULL, *v, *sets[RESUME_SETS_MAX];
 	const char *cap = NULL;
 	size_t nsets = 0;
-	bool dry = false, accept = false;
+	bool dry = false, accept = false, needs;
 	char err[CLI_ERR_MAX], note[RUN_REASON_MAX + CLI_ERR_MAX];
 	struct store *st = NULL;
 	struct run *r = NULL;
@@ -394,20 +394,21 @@ int cmd_resume(int argc, char **argv)
 		goto out_close;
 	}
 	/* A run made by another stark continues as it was made, or is told to. */
-	if (run_upgrade_note(r, note, sizeof(note)) && (r->prompts_recorded || !accept))
+	needs = run_needs_upgrade(r);
+	if (run_upgrade_note(r, note, sizeof(note)) && (!needs || !accept))
 		fprintf(stderr, "%s\n", note);
-	if (!r->prompts_recorded && !accept) {
+	if (needs && !accept) {
 		rc = CLI_USAGE;
 		goto out_close;
 	}
-	if (!r->prompts_recorded) {
+	if (needs) {
 		if (run_accept_upgrade(r, err, sizeof(err))) {
 			stark_warn("%s", err);
 			rc = CLI_FAILURE;
 			goto out_close;
 		}
-		fprintf(stderr, "run %s: continues with this stark's prompts (%s)\n", r->id,
-			jr_str(r->producer, "prompts", "?"));
+		fprintf(stderr, "run %s: continues with stark %s, prompts %s\n", r->id,
+			stark_release(), jr_str(r->producer, "prompts", "?"));
 	}
 	rc = resume_settings(r, config, sets, nsets);
 	if (!rc)

@@ -89,9 +89,11 @@
  *   JR_CONFIG       changed (the "key = value" lines that changed), at
  *                   | config (the whole configuration after the change):
  *                   how roles reach their models, changed on resume
- *   JR_UPGRADE      stark{...}, from{...} (null: unrecorded), at
- *                   | prompts{file name: text}: a run that recorded no
- *                   prompts takes this stark's (resume --accept-upgrade)
+ *   JR_UPGRADE      stark{...}, from{...} (null: unrecorded), changed, at
+ *                   | prompts{file name: text}, config: the run continues
+ *                   with another stark (resume --accept-upgrade): its
+ *                   prompts (this stark's where it recorded none) and its
+ *                   settings as that stark reads them
  *
  * JR_RUN's head also holds stark{release, commit, proto, store, prompts}
  * (the stark that created the run) and its body prompts{file name: text}
@@ -537,6 +539,8 @@ struct run {
 	struct prompt_set prompts; /* the run's own (recorded), or loaded to run */
 	bool prompts_loaded;
 	bool prompts_recorded; /* prompts come from the journal */
+	char *cfg_text;	       /* the configuration as last journaled (JR_RUN,
+				  JR_CONFIG, JR_UPGRADE body "config"; owned) */
 	struct jr_batch batch;
 	struct llm_provider *llm;
 	struct eval_provider *eval;
@@ -585,14 +589,29 @@ ST_WUR int run_prompts_current(const struct search_config *cfg, const char *form
  */
 json_t *run_producer_new(const char *prompts_hash);
 /*
- * What resuming r with this stark means, in buf, or NULL when it was made
- * by this very stark.  Where r recorded its prompts (made by stark 0.2.0 or
- * later) it continues with them and the note says so; where it did not,
- * run_accept_upgrade() must be called first and the note says how.
+ * The settings this stark reads differently from the run's journaled
+ * configuration, one "; "-separated entry each ("KEY = VALUE (this stark's
+ * default; the run recorded none)", "KEY (recorded; this stark has no such
+ * setting)", "KEY: recorded A, read as B"), into out (reset first).  An
+ * empty out: none.  0, ST_ENOMEM or ST_ETOOBIG.
+ */
+ST_WUR int run_settings_changed(const struct run *r, struct dbuf *out);
+/* Whether r may continue only after run_accept_upgrade(): it recorded no
+ * prompts (made before stark 0.2.0), or this stark reads its settings
+ * differently. */
+bool run_needs_upgrade(const struct run *r);
+/*
+ * What resuming r with this stark means, in buf, or NULL when nothing
+ * changed.  Where the run may continue as it is (its own prompts and
+ * settings, under another stark) the note says so; where it needs
+ * run_accept_upgrade() the note says exactly what changed and how to
+ * accept it.
  */
 const char *run_upgrade_note(const struct run *r, char *buf, size_t len);
-/* Gives a run that recorded no prompts this stark's (journaled as
- * JR_UPGRADE); 0 when it has its own.  Needs the run's lock. */
+/* Lets a run that needs it continue with this stark: the run takes this
+ * stark's prompts if it recorded none, and its settings as this stark
+ * reads them; journaled as JR_UPGRADE.  0 when none is needed.  Needs the
+ * run's lock. */
 ST_WUR int run_accept_upgrade(struct run *r, char *err, size_t errlen);
 
 /*

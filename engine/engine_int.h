@@ -95,7 +95,8 @@ struct run_memo *run_memo_add(struct run *r, const char *key);
 ST_WUR int run_meta_write(struct run *r);
 
 /* upgrade.c: a JR_UPGRADE event read back (head and body borrowed). */
-ST_WUR int run__apply_upgrade(struct run *r, const json_t *head, const json_t *body);
+ST_WUR int run__apply_upgrade(struct run *r, const json_t *head, const json_t *body, char *err,
+			      size_t errlen);
 /* The prompt texts of a format as an object by file name (a new
  * reference, NULL when out of memory), and back (ST_ENOENT: o is not an
  * object, ST_EPROTO: a template is missing; out the caller's). */

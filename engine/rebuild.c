@@ -90,6 +90,10 @@ static int apply_run(struct load_ctx *c, const struct store_event *ev)
 		rc = 1;
 		goto out_free;
 	}
+	if (!(r->cfg_text = strdup(cfgtext))) {
+		rc = load_fail(c, ST_ENOMEM, ev->seq, "out of memory");
+		goto out_free;
+	}
 	rng_seed(&r->rng, r->cfg.seed);
 	rc = tree_seed_code(r->problem_src, &seed);
 	if (!rc)
@@ -237,6 +241,11 @@ static int apply_config(struct load_ctx *c, const struct store_event *ev)
 		json_decref(body);
 		return 1;
 	}
+	free(c->r->cfg_text);
+	if (!(c->r->cfg_text = strdup(text))) {
+		json_decref(body);
+		return load_fail(c, ST_ENOMEM, ev->seq, "out of memory");
+	}
 	rc = 0;
 out:
 	json_decref(body);
@@ -250,7 +259,7 @@ static int apply_upgrade(struct load_ctx *c, const struct store_event *ev)
 	int rc = ST_EPROTO;
 
 	if (!jr_parse_head(ev->data, ev->len, &head) && !jr_parse_body(ev->data, ev->len, &body))
-		rc = run__apply_upgrade(c->r, head, body);
+		rc = run__apply_upgrade(c->r, head, body, c->err, c->errlen);
 	json_decref(head);
 	json_decref(body);
 	return rc ? load_fail(c, rc, ev->seq, "malformed upgrade event") : 0;

@@ -365,14 +365,14 @@ static int attempt(struct run *r, enum stop_kind *stop, char *why, size_t whylen
 
 /*
  * The run's prompts: those its journal recorded (loaded with it).  A run
- * created before runs recorded them continues only after
- * run_accept_upgrade() gave it this stark's.
+ * that needs it (run_needs_upgrade: no prompts recorded, or settings this
+ * stark reads differently) continues only after run_accept_upgrade().
  */
 static int load_prompts(struct run *r, char *err, size_t errlen)
 {
 	char note[RUN_REASON_MAX];
 
-	if (r->prompts_loaded)
+	if (r->prompts_loaded && !run_needs_upgrade(r))
 		return ST_OK;
 	snprintf(err, errlen, "%s",
 		 run_upgrade_note(r, note, sizeof(note)) ? note : "the run has no prompts");

@@ -62,7 +62,7 @@ ok $? "stark export of a format-1 run"
 ev0=$("$STARK" export fx-paused --store "$S" --journal 2>/dev/null | wc -l)
 "$STARK" resume fx-paused --store "$S" >"$T/r1.out" 2>"$T/r1.err"
 rc=$?
-[ "$rc" -eq 2 ] && grep -q "recorded neither its version nor its prompts" "$T/r1.err" &&
+[ "$rc" -eq 2 ] && grep -q "recorded no version (before 0.2.0).*The run recorded no prompts" "$T/r1.err" &&
 	grep -q -- "stark resume fx-paused --accept-upgrade" "$T/r1.err"
 ok $? "resume of a run that recorded no prompts asks for --accept-upgrade (exit $rc)"
 [ $? -eq 0 ] || note "$T/r1.err"
