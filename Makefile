@@ -5,9 +5,21 @@
 #                   and end-to-end test, then again under ASan+UBSan
 #   make demo       the main job on the shipped example
 #   make fuzz       run every libFuzzer target for FUZZ_SECONDS each
+#   make install    install into $(DESTDIR)$(PREFIX) (FHS layout, below);
+#   make uninstall  remove what install put there
+#   make man        the man pages (scdoc), also built by make where scdoc is
+#   make check-deb  build the Debian package on a fresh bookworm root, install
+#                   it there and run stark from it (minutes; not in make test)
 #
 # Variables: BUILD (output folder), SANITIZE (e.g. address,undefined),
-# PYTHON (an interpreter that can import torch; found automatically).
+# PYTHON (an interpreter that can import torch; found automatically),
+# PREFIX (/usr/local), DESTDIR, COMMIT (the git commit; found by git).
+#
+# Installed layout: $(BINDIR)/stark; $(LIBEXECDIR)/stark/stark-eval (the
+# evaluator, which users do not call); $(DATADIR)/stark/{prompts,examples};
+# $(MANDIR)/man1/stark*.1; bash completion in $(BASHCOMPDIR)/stark.  The
+# programs look for these beside themselves first (a build tree, or an
+# installed tree moved as a whole), then where they were built to be.
 
 SANITIZE ?=
 ifeq ($(SANITIZE),)
@@ -17,6 +29,16 @@ BUILD ?= build-san
 endif
 
 CC ?= cc
+VERSION := $(shell cat VERSION)
+COMMIT ?= $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && \
+	{ git diff --quiet HEAD -- 2>/dev/null || c=$$c-dirty; echo $$c; } || echo unknown)
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBEXECDIR ?= $(PREFIX)/libexec
+DATADIR ?= $(PREFIX)/share
+MANDIR ?= $(DATADIR)/man
+BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
+SCDOC ?= $(shell command -v scdoc 2>/dev/null)
 PYTHON ?= $(shell scripts/find-python 2>/dev/null)
 FUZZ_SECONDS ?= 60
 
@@ -78,11 +100,27 @@ EVAL_LIBS := $(LIB_evaluator) $(LIB_sandbox) $(LIB_proto) $(LIB_common)
 EVAL_EXT := $(PY_LDFLAGS) $(SECCOMP_LIBS) $(MSGPACK_LIBS) -lm
 
 PROGRAMS := $(BUILD)/stark $(BUILD)/stark-eval
+MAN_SRC := $(wildcard docs/man/*.scd)
+MAN_PAGES := $(patsubst docs/man/%.scd,$(BUILD)/man/%,$(MAN_SRC))
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 HELPERS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/%,$(wildcard tests/helpers/*.c))
 
-.PHONY: all test demo fuzz fuzzers clean deps format
-all: $(PROGRAMS) $(UNIT_TESTS) $(HELPERS)
+.PHONY: all programs man test demo fuzz fuzzers clean deps format install uninstall check-deb FORCE
+all: $(PROGRAMS) $(UNIT_TESTS) $(HELPERS) $(if $(SCDOC),$(MAN_PAGES))
+programs: $(PROGRAMS)
+
+# Which stark this is, and where it looks for its parts, are compiled into
+# common/install.c alone; the stamp changes (and that object is rebuilt)
+# only when one of them does.
+BUILD_INFO := $(VERSION) $(COMMIT) $(LIBEXECDIR)/stark $(DATADIR)/stark
+$(BUILD)/build-info: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(BUILD_INFO)' | cmp -s - $@ || echo '$(BUILD_INFO)' >$@
+$(BUILD)/common/install.o: common/install.c $(BUILD)/build-info
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -DSTARK_RELEASE='"$(VERSION)"' -DSTARK_COMMIT='"$(COMMIT)"' \
+		-DSTARK_LIBEXECDIR='"$(LIBEXECDIR)/stark"' -DSTARK_DATADIR='"$(DATADIR)/stark"' \
+		$(CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -197,6 +235,36 @@ fuzz: deps
 		SANITIZE=fuzzer-no-link,address,undefined fuzzers || rc=$$?; \
 	scripts/run-fuzz $(FUZZ_SECONDS) $(addprefix build-fuzz/fuzz/,$(FUZZ_NAMES)) || rc=1; \
 	exit $$rc
+
+# Man pages: scdoc sources in docs/man/.
+man: $(MAN_PAGES)
+$(BUILD)/man/%: docs/man/%.scd
+	@mkdir -p $(dir $@)
+	@[ -n "$(SCDOC)" ] || { echo "make: scdoc is missing (apt-get install scdoc)" >&2; exit 1; }
+	$(SCDOC) <$< >$@
+
+EXAMPLE_FILES := $(shell find examples -type f 2>/dev/null)
+install: $(PROGRAMS) $(MAN_PAGES)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)/stark \
+		$(DESTDIR)$(DATADIR)/stark/prompts $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR)
+	install -m 755 $(BUILD)/stark $(DESTDIR)$(BINDIR)/stark
+	install -m 755 $(BUILD)/stark-eval $(DESTDIR)$(LIBEXECDIR)/stark/stark-eval
+	install -m 644 scripts/gpulock.py $(DESTDIR)$(DATADIR)/stark/gpulock.py
+	install -m 644 prompts/*.txt $(DESTDIR)$(DATADIR)/stark/prompts/
+	for f in $(EXAMPLE_FILES); do \
+		install -D -m 644 $$f $(DESTDIR)$(DATADIR)/stark/$$f || exit 1; done
+	install -m 644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 scripts/completion.bash $(DESTDIR)$(BASHCOMPDIR)/stark
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/stark $(DESTDIR)$(BASHCOMPDIR)/stark \
+		$(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN_PAGES)))
+	rm -rf $(DESTDIR)$(LIBEXECDIR)/stark $(DESTDIR)$(DATADIR)/stark
+
+# The Debian package, built, installed and run on a fresh bookworm root
+# (scripts/check-deb; minutes, and the network for Debian's mirrors).
+check-deb:
+	@scripts/check-deb
 
 format:
 	clang-format -i $(wildcard */*.c */*.h tests/*/*.c)

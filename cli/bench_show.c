@@ -162,8 +162,15 @@ int cli_bench_show(struct store *st, const char *id, const char *fmt, bool probl
 			csv(stdout, rows, problems ? problem_cols : table_cols);
 		json_decref(rows);
 	} else {
+		const json_t *by = json_object_get(b->spec, "stark");
+
 		printf("bench %s: %s (%s), %zu runs\n", b->id, run_state_name(b->state),
 		       run_shown_reason(b->state, b->state, b->reason), b->nruns);
+		if (by)
+			printf("stark: %s (commit %s)\n", jr_str(by, "release", "?"),
+			       jr_str(by, "commit", "?"));
+		else
+			printf("stark: before 0.2.0 (the bench recorded no version)\n");
 		rc = cli_bench_print(b, stdout);
 		if (problems)
 			print_problems(b, stdout);

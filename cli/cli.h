@@ -43,12 +43,25 @@ int cmd_export(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_version(int argc, char **argv);
+/* This stark as `stark version --json` has it (a new reference, NULL when
+ * out of memory); probe: with the evaluator's versions (cmd_version.c). */
+json_t *cli_version_json(bool probe);
 
 /* Path of the stark-eval program: $STARK_EVALUATOR, else beside stark
  * (static storage; never NULL). */
 const char *cli_evaluator_path(void);
 
 #define CLI_ERR_MAX 1024 /* bytes of a message buffer */
+
+/*
+ * Runs `stark-eval --doctor DEVICE` (o->evaluator) in a jail of the stage
+ * (SANDBOX_NONE: outside), for at most wall_ms; its JSON report
+ * (stark_env.report: checks, toolchain, versions) into *report, the
+ * caller's.  0, or a code with why in err (cmd_doctor.c).
+ */
+int cli_evaluator_probe(const char *device, enum sandbox_stage stage, const struct evalrun_opts *o,
+			uint32_t wall_ms, json_t **report, char *err, size_t errlen);
 
 /* ---- what the commands of runs share (args.c, providers.c) ---- */
 
@@ -105,8 +118,8 @@ void cli_suite_release(struct cli_suite *s);
 
 /* `stark bench`, and `stark resume` / `stark show` of a bench (cmd_bench.c). */
 int cmd_bench(int argc, char **argv);
-/* cap: a new --max-dollars (NULL: keep it). */
-int cli_bench_resume(struct store *st, const char *id, const char *cap);
+/* cap: a new --max-dollars (NULL: keep it); accept: --accept-upgrade. */
+int cli_bench_resume(struct store *st, const char *id, const char *cap, bool accept);
 /* fmt: "text", "json", "csv"; problems: the per-problem rows too. */
 int cli_bench_show(struct store *st, const char *id, const char *fmt, bool problems);
 /* The table as text (bench_show.c); 0 or CLI_FAILURE. */

@@ -512,10 +512,31 @@ out:
 	return rc;
 }
 
-int cli_bench_resume(struct store *st, const char *id, const char *cap)
+/* A run of b that is not finished and may continue only with
+ * --accept-upgrade (run_needs_upgrade), or NULL. */
+static const char *unrecorded_run(struct bench *b)
+{
+	char err[CLI_ERR_MAX];
+
+	for (size_t i = 0; i < b->nruns; i++) {
+		struct run *r = NULL;
+		bool old;
+
+		if (run_load(b->st, b->runs[i].run_id, false, &r, err, sizeof(err)))
+			continue; /* not created yet, or the loop will say why */
+		old = r->state != RUN_FINISHED && run_needs_upgrade(r);
+		run_free(r);
+		if (old)
+			return b->runs[i].run_id;
+	}
+	return NULL;
+}
+
+int cli_bench_resume(struct store *st, const char *id, const char *cap, bool accept)
 {
 	struct bench *b = NULL;
 	char err[CLI_ERR_MAX];
+	const char *old;
 	int rc;
 
 	catch_signals();
@@ -535,6 +556,16 @@ int cli_bench_resume(struct store *st, const char *id, const char *cap)
 		stark_warn("%s", err);
 		return CLI_FAILURE;
 	}
+	old = b->state == RUN_FINISHED ? NULL : unrecorded_run(b);
+	if (old && !accept) {
+		stark_warn("bench %s has runs that this stark %s would change (e.g. %s: `stark "
+			   "resume %s --dry-run` says how); `stark resume %s --accept-upgrade` "
+			   "continues them",
+			   id, stark_release(), old, old, id);
+		bench_free(b);
+		return CLI_USAGE;
+	}
+	b->accept_upgrade = accept;
 	if (cap && bench_set_cap(b, strtod(cap, NULL))) {
 		bench_free(b);
 		return stark_error(CLI_FAILURE, "bench %s: cannot journal its new cap", id);

@@ -148,10 +148,8 @@ static int read_all(int fd, struct dbuf *out, uint64_t deadline_ns)
 	}
 }
 
-/* Runs stark-eval --doctor DEVICE in a jail of the stage (SANDBOX_NONE:
- * outside), its JSON into *report.  0, or a code with why in err. */
-static int probe(const char *device, enum sandbox_stage stage, const struct evalrun_opts *o,
-		 json_t **report, char *err, size_t errlen)
+int cli_evaluator_probe(const char *device, enum sandbox_stage stage, const struct evalrun_opts *o,
+			uint32_t wall_ms, json_t **report, char *err, size_t errlen)
 {
 	struct sandbox_config cfg;
 	struct sandbox_child *child = NULL;
@@ -180,7 +178,7 @@ static int probe(const char *device, enum sandbox_stage stage, const struct eval
 	cfg.binds = o->binds;
 	cfg.nbinds = o->nbinds;
 	cfg.mem_bytes = EVALRUN_COMPILE_MEM;
-	cfg.wall_ms = PROBE_WALL_MS;
+	cfg.wall_ms = wall_ms;
 	argv[0] = (char *)o->evaluator;
 	argv[1] = (char *)"--doctor";
 	argv[2] = (char *)device;
@@ -192,7 +190,7 @@ static int probe(const char *device, enum sandbox_stage stage, const struct eval
 		snprintf(err, errlen, "the probe could not start: %s", stark_strerror(rc));
 		goto out;
 	}
-	rc = read_all(p[0], &out, clock_mono_ns() + PROBE_WALL_MS * 1000000ull);
+	rc = read_all(p[0], &out, clock_mono_ns() + wall_ms * 1000000ull);
 	if (rc)
 		sandbox_kill(child);
 	if (sandbox_wait(child, -1, &ex) == 0 && !rc && (ex.how != SANDBOX_EXITED || ex.code != 0)) {
@@ -339,16 +337,17 @@ int cmd_doctor(int argc, char **argv)
 		goto out;
 	}
 	snprintf(where, sizeof(where), "in a compile jail");
-	if (probe(a.device, SANDBOX_COMPILE, &copts, &report, err, sizeof(err))) {
+	if (cli_evaluator_probe(a.device, SANDBOX_COMPILE, &copts, PROBE_WALL_MS, &report, err, sizeof(err))) {
 		snprintf(where, sizeof(where), "outside any jail (in the compile jail: %.300s)", err);
-		if (probe(a.device, SANDBOX_NONE, &copts, &report, err, sizeof(err))) {
+		if (cli_evaluator_probe(a.device, SANDBOX_NONE, &copts, PROBE_WALL_MS, &report, err, sizeof(err))) {
 			rc = stark_error(CLI_FAILURE, "doctor: %s", err);
 			goto out;
 		}
 	} else {
 		json_array_foreach(json_object_get(report, "checks"), i, c) {
 			if (!json_is_true(json_object_get(c, "ok")) && !host &&
-			    probe(a.device, SANDBOX_NONE, &copts, &host, err, sizeof(err)) == 0)
+			    cli_evaluator_probe(a.device, SANDBOX_NONE, &copts, PROBE_WALL_MS, &host, err,
+						sizeof(err)) == 0)
 				bind_hints(report, host);
 		}
 	}

@@ -263,7 +263,7 @@ out_close:
 
 #define RESUME_USAGE                                                                               \
 	"usage: stark resume RUN_ID|BENCH_ID [--store DIR] [--dry-run] [--config FILE] [--set "    \
-	"KEY=VALUE]... [--max-dollars D (a bench)]"
+	"KEY=VALUE]... [--max-dollars D (a bench)] [--accept-upgrade]"
 #define RESUME_SETS_MAX 64
 
 /*
@@ -307,8 +307,8 @@ int cmd_resume(int argc, char **argv)
 	const char *store_dir = NULL, *id = NULL, *config = NULL, *v, *sets[RESUME_SETS_MAX];
 	const char *cap = NULL;
 	size_t nsets = 0;
-	bool dry = false;
-	char err[CLI_ERR_MAX];
+	bool dry = false, accept = false, needs;
+	char err[CLI_ERR_MAX], note[RUN_REASON_MAX + CLI_ERR_MAX];
 	struct store *st = NULL;
 	struct run *r = NULL;
 	int rc;
@@ -328,6 +328,8 @@ int cmd_resume(int argc, char **argv)
 			sets[nsets++] = v;
 		} else if (!strcmp(argv[i], "--dry-run")) {
 			dry = true;
+		} else if (!strcmp(argv[i], "--accept-upgrade")) {
+			accept = true;
 		} else if (cli_opt_value(argc, argv, &i, "--max-dollars", &v)) {
 			char *end;
 
@@ -352,7 +354,7 @@ int cmd_resume(int argc, char **argv)
 						    "--max-dollars D changes its cap)",
 					 id);
 		else
-			rc = cli_bench_resume(st, id, cap);
+			rc = cli_bench_resume(st, id, cap, accept);
 		goto out_close;
 	}
 	if (cap) {
@@ -380,6 +382,8 @@ int cmd_resume(int argc, char **argv)
 	printf("%s\n", r->id);
 	fflush(stdout);
 	if (dry) {
+		if (run_upgrade_note(r, note, sizeof(note)))
+			printf("%s\n", note);
 		show_resume_plan(r, stdout);
 		rc = CLI_OK;
 		goto out_close;
@@ -388,6 +392,23 @@ int cmd_resume(int argc, char **argv)
 		stark_warn("run %s already finished (%s); nothing to resume", id, r->reason);
 		rc = CLI_OK;
 		goto out_close;
+	}
+	/* A run made by another stark continues as it was made, or is told to. */
+	needs = run_needs_upgrade(r);
+	if (run_upgrade_note(r, note, sizeof(note)) && (!needs || !accept))
+		fprintf(stderr, "%s\n", note);
+	if (needs && !accept) {
+		rc = CLI_USAGE;
+		goto out_close;
+	}
+	if (needs) {
+		if (run_accept_upgrade(r, err, sizeof(err))) {
+			stark_warn("%s", err);
+			rc = CLI_FAILURE;
+			goto out_close;
+		}
+		fprintf(stderr, "run %s: continues with stark %s, prompts %s\n", r->id,
+			stark_release(), jr_str(r->producer, "prompts", "?"));
 	}
 	rc = resume_settings(r, config, sets, nsets);
 	if (!rc)

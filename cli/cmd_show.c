@@ -215,9 +215,43 @@ out_close:
 	return rc;
 }
 
+/* `stark list --ids[=runs|benches]`: one id a line, for shell completion. */
+static int ids_cb(void *arg, const char *id, const void *meta, size_t len)
+{
+	const char *want = arg;
+	json_t *m = json_loadb(meta, len, 0, NULL);
+	bool bench = !strcmp(jr_str(m, "kind", ""), "bench");
+
+	json_decref(m);
+	if (!strcmp(want, "all") || !strcmp(want, bench ? "benches" : "runs"))
+		printf("%s\n", id);
+	return 0;
+}
+
+/* The ids of a store, never creating or migrating one: completion runs it. */
+static int list_ids(const char *store_dir, const char *want)
+{
+	char def[PROTO_PATH_MAX], data[PROTO_PATH_MAX + 16];
+	struct store *st = NULL;
+	int rc;
+
+	if (!store_dir && !run_default_store(def, sizeof(def)))
+		store_dir = def;
+	if (!store_dir ||
+	    (size_t)snprintf(data, sizeof(data), "%s/data.mdb", store_dir) >= sizeof(data) ||
+	    access(data, R_OK) < 0 || store_probe_format(store_dir) != STORE_FORMAT_VERSION)
+		return CLI_OK;
+	rc = cli_open_store(store_dir, &st);
+	if (rc)
+		return rc;
+	rc = store_run_list(st, ids_cb, (void *)want) || fflush(stdout) ? CLI_FAILURE : CLI_OK;
+	store_close(st);
+	return rc;
+}
+
 int cmd_list(int argc, char **argv)
 {
-	const char *store_dir = NULL, *v;
+	const char *store_dir = NULL, *v, *ids = NULL;
 	struct store *st = NULL;
 	bool json = false;
 	int rc;
@@ -229,10 +263,16 @@ int cmd_list(int argc, char **argv)
 			store_dir = v;
 		} else if (!strcmp(argv[i], "--json")) {
 			json = true;
+		} else if (!strcmp(argv[i], "--ids") || !strcmp(argv[i], "--ids=all")) {
+			ids = "all";
+		} else if (!strcmp(argv[i], "--ids=runs") || !strcmp(argv[i], "--ids=benches")) {
+			ids = argv[i] + 6;
 		} else {
 			return stark_error(CLI_USAGE, "usage: stark list [--store DIR] [--json]");
 		}
 	}
+	if (ids)
+		return list_ids(store_dir, ids);
 	rc = cli_open_store(store_dir, &st);
 	if (rc)
 		return rc;

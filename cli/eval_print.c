@@ -154,6 +154,8 @@ json_t *cli_eval_json(const struct eval_args *a, const char *problem, const char
 	for (int i = 0; i < 4; i++)
 		json_object_set_new(st, stage_names[i], num(rs->stage_ms[i]));
 	sandbox_layers_str(info->layers, layers, sizeof(layers));
+	json_object_set_new(o, "stark", json_pack("{s:s, s:s, s:i}", "release", stark_release(),
+						  "commit", stark_commit(), "proto", PROTO_VERSION));
 	json_object_set_new(o, "status", json_string(proto_status_name(rs->status)));
 	json_object_set_new(o, "correct", json_boolean(rs->status == PROTO_ST_CORRECT));
 	json_object_set_new(o, "runtime_us", num(rs->runtime_us));

@@ -27,6 +27,7 @@ static const struct {
 	{"list", cmd_list, "list [--store DIR]"},
 	{"report", cmd_report, "report RUN_ID|BENCH_ID... [-o FILE.html] [--store DIR]"},
 	{"doctor", cmd_doctor, "doctor [--device cpu|cuda[:N]] [--json]"},
+	{"version", cmd_version, "version [--json]      (also: stark --version)"},
 };
 
 static void usage(FILE *f)
@@ -46,6 +47,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return CLI_USAGE;
 	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))
+		return cmd_version(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
 		usage(stdout);
 		return CLI_OK;

@@ -1,7 +1,7 @@
 /*
- * paths.c -- where the parts of stark installed beside it are: the
- * evaluator program.  (The prompt templates are found by the engine:
- * run_prompts_dir.)
+ * paths.c -- where the parts of stark installed with it are: the evaluator
+ * program.  (The prompt templates are found by the engine:
+ * run_prompts_dir; both use common's stark_part_dir.)
  */
 #include <limits.h>
 #include <stdio.h>
@@ -16,24 +16,17 @@ static char evaluator_path[PATH_MAX];
 const char *cli_evaluator_path(void)
 {
 	const char *env = getenv("STARK_EVALUATOR");
-	char self[PATH_MAX];
-	ssize_t n;
-	char *slash;
+	char dir[PATH_MAX];
 
 	if (env && *env)
 		return env;
 	if (evaluator_path[0])
 		return evaluator_path;
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n <= 0)
-		return "stark-eval";
-	self[n] = '\0';
-	slash = strrchr(self, '/');
-	if (!slash)
-		return "stark-eval";
-	*slash = '\0';
-	if (snprintf(evaluator_path, sizeof(evaluator_path), "%s/stark-eval", self) >=
-	    (int)sizeof(evaluator_path))
+	/* Not found: the path it was built for, so the error names a real place. */
+	if (stark_part_dir(STARK_PART_LIBEXEC, dir, sizeof(dir), NULL))
+		snprintf(dir, sizeof(dir), "%s", stark_part_built_for(STARK_PART_LIBEXEC));
+	if ((size_t)snprintf(evaluator_path, sizeof(evaluator_path), "%s/stark-eval", dir) >=
+	    sizeof(evaluator_path))
 		return "stark-eval";
 	return evaluator_path;
 }

@@ -82,6 +82,12 @@ int show_run(struct run *r, bool json, FILE *out)
 		search_policy_name(r->cfg.policy), r->attempts, r->cfg.budget,
 		jr_str(r->options, "llm", "?"), jr_str(r->options, "eval", "?"),
 		jr_str(r->options, "device", "?"));
+	if (r->producer)
+		fprintf(out, "stark: %s (commit %s), prompts %s\n",
+			jr_str(r->producer, "release", "?"), jr_str(r->producer, "commit", "?"),
+			jr_str(r->producer, "prompts", "?"));
+	else
+		fprintf(out, "stark: before 0.2.0 (the run recorded no version)\n");
 	if (best == TREE_NONE)
 		fprintf(out, "best: no correct candidate yet\n");
 	else if (!run_beats_reference(r, best))

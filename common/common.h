@@ -1,6 +1,7 @@
 /*
  * common.h -- the few things every STARK module shares: error codes, capped
- * growable buffers, careful I/O on descriptors, and diagnostics.
+ * growable buffers, careful I/O on descriptors, diagnostics, and which
+ * stark this is and where its installed parts lie (install.c).
  *
  * Error convention: action functions return 0 on success or a negative
  * ST_E* code; stark_strerror() names it.  Functions that can fail are marked
@@ -108,5 +109,28 @@ ST_WUR int str_to_double(const char *s, double *out);
 bool str_utf8_valid(const char *s, size_t n);
 /* Replaces NUL bytes and invalid UTF-8 in s[0..n) with '?', in place. */
 void str_utf8_sanitize(char *s, size_t n);
+
+/* ---- which stark this is, and where its parts are (install.c) ---- */
+
+/* The release (the VERSION file, e.g. "0.2.0") and the git commit the
+ * program was built from ("unknown" outside git): static strings. */
+const char *stark_release(void);
+const char *stark_commit(void);
+
+enum stark_part {
+	STARK_PART_LIBEXEC, /* the programs users do not call: stark-eval */
+	STARK_PART_DATA	    /* prompts/ and examples/ */
+};
+/*
+ * The folder that holds a part of stark: beside the program in a build
+ * tree, relative to the program in an installed tree (ROOT/bin/stark:
+ * ROOT/libexec/stark, ROOT/share/stark), else the folder the program was
+ * built for.  Written into buf.  ST_ENOENT when none holds the part's files;
+ * tried (may be NULL; reset first, its cap applies) then lists the paths
+ * looked at, for a message.  Environment overrides are the caller's.
+ */
+ST_WUR int stark_part_dir(enum stark_part part, char *buf, size_t len, struct dbuf *tried);
+/* The folder the program was built to find a part in (static). */
+const char *stark_part_built_for(enum stark_part part);
 
 #endif

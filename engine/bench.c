@@ -419,6 +419,8 @@ static json_t *spec_json(const struct bench_spec *s, const char *id, double crea
 		      "evals_per_device", (json_int_t)s->evals_per_device, "max_dollars",
 		      s->max_dollars, "baseline", s->baseline ? s->baseline : "eager", "runs",
 		      runs);
+	if (o)
+		json_object_set_new(o, "stark", run_producer_new(NULL));
 	if (!o)
 		snprintf(err, errlen, "bench %s: out of memory", id);
 	return o;
@@ -606,6 +608,11 @@ json_t *bench_json(const struct bench *b)
 		      bench_table(b->runs, b->nruns), "problems", bench_problems(b->runs, b->nruns),
 		      "max_dollars_left", bench_max_dollars(b));
 
+	if (o) /* null: a bench made before stark 0.2.0 */
+		json_object_set(o, "stark",
+				json_object_get(b->spec, "stark")
+				    ? json_object_get(b->spec, "stark")
+				    : json_null());
 	return o;
 }
 

@@ -1,6 +1,6 @@
 /*
- * create.c -- a new run: its id, its problem read and checked, its options
- * and configuration journaled (JR_RUN, then JR_STATE running) under its
+ * create.c -- a new run: its id, its problem read and checked, its options,
+ * configuration and prompt templates (and the stark that made it) journaled (JR_RUN, then JR_STATE running) under its
  * lock, then loaded back from that journal like any resumed run, so a run
  * has one way into memory.  A run killed between its record and its
  * header is taken over by the next `stark run --run-id` of the same id.
@@ -82,7 +82,9 @@ int run_create(struct store *st, const struct run_spec *spec, struct run **out, 
 	struct store_lock *lock = NULL;
 	struct dbuf src, cfgtext;
 	struct jr_batch b;
+	struct prompt_set prompts = {{0}};
 	json_t *head = NULL, *body = NULL;
+	char phash[17];
 	const char *base;
 	uint64_t eval_seed = 0;
 	int rc;
@@ -107,6 +109,10 @@ int run_create(struct store *st, const struct run_spec *spec, struct run **out, 
 		snprintf(abspath, sizeof(abspath), "%s", spec->problem_path);
 	base = strrchr(abspath, '/');
 	base = base ? base + 1 : abspath;
+	/* The templates are the run's from now on, whatever stark resumes it. */
+	rc = run_prompts_current(spec->cfg, spec->format, &prompts, phash, err, errlen);
+	if (rc)
+		goto out_free;
 	rc = search_config_dump(spec->cfg, &cfgtext);
 	if (rc) {
 		snprintf(err, errlen, "run %s: cannot write the configuration", id);
@@ -137,10 +143,12 @@ int run_create(struct store *st, const struct run_spec *spec, struct run **out, 
 			 id, rc == ST_EEXIST ? id : stark_strerror(rc));
 		goto out_free;
 	}
-	head = json_pack("{s:i, s:s, s:s, s:s, s:f, s:I, s:o}", "v", JR_VERSION, "run_id", id,
+	head = json_pack("{s:i, s:s, s:s, s:s, s:f, s:I, s:o, s:o}", "v", JR_VERSION, "run_id", id,
 			 "problem", base, "problem_path", abspath, "created", run__now(), "eval_seed",
-			 (json_int_t)eval_seed, "options", run_options(spec));
-	body = json_pack("{s:s, s:s}", "problem_src", dbuf_str(&src), "config", dbuf_str(&cfgtext));
+			 (json_int_t)eval_seed, "options", run_options(spec), "stark",
+			 run_producer_new(phash));
+	body = json_pack("{s:s, s:s, s:o}", "problem_src", dbuf_str(&src), "config",
+			 dbuf_str(&cfgtext), "prompts", run_prompts_json(&prompts, spec->format));
 	rc = head && body ? jr_batch_add(&b, JR_RUN, head, body, NULL, 0) : ST_ENOMEM;
 	json_decref(head);
 	json_decref(body);
@@ -168,6 +176,7 @@ int run_create(struct store *st, const struct run_spec *spec, struct run **out, 
 		*out = NULL;
 	}
 out_free:
+	prompt_release(&prompts);
 	store_unlock_run(lock);
 	jr_batch_release(&b);
 	dbuf_release(&cfgtext);

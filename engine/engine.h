@@ -89,6 +89,16 @@
  *   JR_CONFIG       changed (the "key = value" lines that changed), at
  *                   | config (the whole configuration after the change):
  *                   how roles reach their models, changed on resume
+ *   JR_UPGRADE      stark{...}, from{...} (null: unrecorded), changed, at
+ *                   | prompts{file name: text}, config: the run continues
+ *                   with another stark (resume --accept-upgrade): its
+ *                   prompts (this stark's where it recorded none) and its
+ *                   settings as that stark reads them
+ *
+ * JR_RUN's head also holds stark{release, commit, proto, store, prompts}
+ * (the stark that created the run) and its body prompts{file name: text}
+ * (the templates the run uses); both are absent from runs created before
+ * stark 0.2.0 (store format 1).
  *
  * "at" is the Unix time of journaling (absent from older journals); no
  * reader may rely on it for the search itself, only to show what happened.
@@ -110,9 +120,10 @@ enum jr_type {
 	JR_EVAL_REQUEST = 8,
 	JR_EVAL_RESULT = 9,
 	JR_ATTEMPT_END = 10,
-	JR_CONFIG = 11
+	JR_CONFIG = 11,
+	JR_UPGRADE = 12
 };
-#define JR_TYPE_MAX 11
+#define JR_TYPE_MAX 12
 
 /* "run", "state", ...; "unknown" for anything else (static strings). */
 const char *jr_type_name(uint32_t type);
@@ -523,9 +534,13 @@ struct run {
 	uint32_t llm_errors; /* consecutive attempts ended by an LLM error */
 	uint64_t meta_ns;    /* when the metadata was last written (monotonic) */
 	bool fresh;	     /* created by run_create, not yet looped */
-	/* only while running */
-	struct prompt_set prompts;
+	json_t *producer;    /* the stark that made it or last took it over
+				(JR_RUN/JR_UPGRADE head.stark); NULL before 0.2.0 */
+	struct prompt_set prompts; /* the run's own (recorded), or loaded to run */
 	bool prompts_loaded;
+	bool prompts_recorded; /* prompts come from the journal */
+	char *cfg_text;	       /* the configuration as last journaled (JR_RUN,
+				  JR_CONFIG, JR_UPGRADE body "config"; owned) */
 	struct jr_batch batch;
 	struct llm_provider *llm;
 	struct eval_provider *eval;
@@ -540,6 +555,64 @@ struct run {
 	int halt;		 /* a stop decided outside run_step (enum stop_kind) */
 	char halt_why[RUN_REASON_MAX];
 };
+
+/* ---- which stark made a run, its prompts, upgrades (inputs.c, upgrade.c) ---- */
+
+/*
+ * Where the prompt templates are when a run's configuration names no
+ * prompts_dir: $STARK_PROMPTS, else the prompts/ folder of stark's
+ * installation (stark_part_dir).  Written to buf.  ST_ENOENT, with err
+ * naming every path tried, when the installation lacks them.
+ */
+ST_WUR int run_prompts_dir(char *buf, size_t len, char *err, size_t errlen);
+/*
+ * Loads every template of a format from dir (each capped at 256 KiB) into
+ * out, whose texts are then the caller's (prompt_release); the format
+ * document is format_NAME.txt for "fast" or "kernelbench".  On failure out
+ * holds nothing and err names the file: ST_EINVAL (unknown format, a NUL
+ * byte), ST_ETOOBIG, or io_read_file()'s code.
+ */
+ST_WUR int run_prompts_load(const char *dir, const char *format, struct prompt_set *out,
+			    char *err, size_t errlen);
+/* The prompt set's hash (16 hex digits): every template file of dir, both
+ * formats' documents included.  0, or run_prompts_load()'s codes. */
+ST_WUR int run_prompts_set_hash(const char *dir, char out[17], char *err, size_t errlen);
+/* The templates a new run of format gets (cfg's prompts_dir, else
+ * run_prompts_dir()) into out (the caller's), with the set's hash. */
+ST_WUR int run_prompts_current(const struct search_config *cfg, const char *format,
+			       struct prompt_set *out, char hash[17], char *err, size_t errlen);
+/*
+ * This stark as a new JSON object (NULL when out of memory): release,
+ * commit, proto (wire protocol version), store (store format version) and
+ * prompts (prompts_hash; omitted when NULL).  Runs, benches and results
+ * record it as "stark".
+ */
+json_t *run_producer_new(const char *prompts_hash);
+/*
+ * The settings this stark reads differently from the run's journaled
+ * configuration, one "; "-separated entry each ("KEY = VALUE (this stark's
+ * default; the run recorded none)", "KEY (recorded; this stark has no such
+ * setting)", "KEY: recorded A, read as B"), into out (reset first).  An
+ * empty out: none.  0, ST_ENOMEM or ST_ETOOBIG.
+ */
+ST_WUR int run_settings_changed(const struct run *r, struct dbuf *out);
+/* Whether r may continue only after run_accept_upgrade(): it recorded no
+ * prompts (made before stark 0.2.0), or this stark reads its settings
+ * differently. */
+bool run_needs_upgrade(const struct run *r);
+/*
+ * What resuming r with this stark means, in buf, or NULL when nothing
+ * changed.  Where the run may continue as it is (its own prompts and
+ * settings, under another stark) the note says so; where it needs
+ * run_accept_upgrade() the note says exactly what changed and how to
+ * accept it.
+ */
+const char *run_upgrade_note(const struct run *r, char *buf, size_t len);
+/* Lets a run that needs it continue with this stark: the run takes this
+ * stark's prompts if it recorded none, and its settings as this stark
+ * reads them; journaled as JR_UPGRADE.  0 when none is needed.  Needs the
+ * run's lock. */
+ST_WUR int run_accept_upgrade(struct run *r, char *err, size_t errlen);
 
 /*
  * Creates a new run from spec (borrowed for the call): reads the problem,
@@ -741,6 +814,8 @@ struct bench {
 	size_t nruns;
 	uint64_t last_seq;
 	uint64_t meta_ns; /* when the record was last written (monotonic) */
+	bool accept_upgrade; /* runs that recorded no prompts take this stark's
+				(run_accept_upgrade) as they start; set by the caller */
 };
 
 /*

@@ -94,22 +94,14 @@ struct run_memo *run_memo_add(struct run *r, const char *key);
 /* Writes the metadata record (state, attempts, best) for `stark list`. */
 ST_WUR int run_meta_write(struct run *r);
 
-/*
- * Where prompt templates are looked for when cfg->prompts_dir is empty:
- * $STARK_PROMPTS, else ../prompts and ./prompts relative to the directory
- * of /proc/self/exe, else ./prompts.  Written to buf (NUL-terminated);
- * ST_ETOOBIG when it does not fit.
- */
-ST_WUR int run_prompts_dir(char *buf, size_t len);
-/*
- * Loads every template from dir (each capped at 256 KiB) into out, whose
- * texts are then owned by the caller (prompt_release); the format document
- * is format_NAME.txt for the candidate format "fast" or "kernelbench".  On
- * failure out holds nothing and err names the file: ST_EINVAL (unknown
- * format, a NUL byte), ST_ETOOBIG, or io_read_file()'s code.
- */
-ST_WUR int run_prompts_load(const char *dir, const char *format, struct prompt_set *out,
-			    char *err, size_t errlen);
+/* upgrade.c: a JR_UPGRADE event read back (head and body borrowed). */
+ST_WUR int run__apply_upgrade(struct run *r, const json_t *head, const json_t *body, char *err,
+			      size_t errlen);
+/* The prompt texts of a format as an object by file name (a new
+ * reference, NULL when out of memory), and back (ST_ENOENT: o is not an
+ * object, ST_EPROTO: a template is missing; out the caller's). */
+json_t *run_prompts_json(const struct prompt_set *p, const char *format);
+ST_WUR int run_prompts_from_json(const json_t *o, const char *format, struct prompt_set *out);
 
 /* Makes room in r->info for node id (new entries: no verdict yet). */
 ST_WUR int run_info_reserve(struct run *r, uint32_t id);

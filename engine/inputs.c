@@ -1,6 +1,7 @@
 /*
  * inputs.c -- what a run reads from files besides its problem: the agents'
- * prompt templates (and where they are found) and a configuration file.
+ * prompt templates (and where they are found: $STARK_PROMPTS, else stark's
+ * installation) and a configuration file.
  * The search method (search/) is handed their text and never touches a
  * file itself.
  */
@@ -15,35 +16,29 @@
 #define PROMPT_FILE_MAX (256u << 10) /* bytes of one template */
 #define CONFIG_FILE_MAX (1u << 20)   /* bytes of a configuration file */
 
-static bool has_templates(const char *dir)
-{
-	char path[PATH_MAX];
-
-	if ((size_t)snprintf(path, sizeof(path), "%s/plan.txt", dir) >= sizeof(path))
-		return false;
-	return access(path, R_OK) == 0;
-}
-
-int run_prompts_dir(char *buf, size_t len)
+int run_prompts_dir(char *buf, size_t len, char *err, size_t errlen)
 {
 	const char *env = getenv("STARK_PROMPTS");
-	char exe[PATH_MAX], *slash;
-	ssize_t n;
+	char data[PATH_MAX];
+	struct dbuf tried;
+	int rc;
 
 	if (env && *env)
-		return (size_t)snprintf(buf, len, "%s", env) < len ? 0 : ST_ETOOBIG;
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = '\0';
-		slash = strrchr(exe, '/');
-		if (slash)
-			*slash = '\0';
-		if ((size_t)snprintf(buf, len, "%s/../prompts", exe) < len && has_templates(buf))
-			return 0;
-		if ((size_t)snprintf(buf, len, "%s/prompts", exe) < len && has_templates(buf))
-			return 0;
-	}
-	return (size_t)snprintf(buf, len, "prompts") < len ? 0 : ST_ETOOBIG;
+		return (size_t)snprintf(buf, len, "%s", env) < len
+			   ? 0
+			   : stark_errbuf(err, errlen, ST_ETOOBIG, "STARK_PROMPTS is too long");
+	dbuf_init(&tried, 4096);
+	rc = stark_part_dir(STARK_PART_DATA, data, sizeof(data), &tried);
+	if (rc)
+		stark_errbuf(err, errlen, rc,
+			     "stark's installation is incomplete: its prompt templates are not "
+			     "there (looked for %s); reinstall stark (`make install`, or the stark "
+			     "package), or set STARK_PROMPTS to a folder of templates",
+			     tried.len ? dbuf_str(&tried) : "nothing");
+	else if ((size_t)snprintf(buf, len, "%s/prompts", data) >= len)
+		rc = stark_errbuf(err, errlen, ST_ETOOBIG, "the prompts folder's path is too long");
+	dbuf_release(&tried);
+	return rc;
 }
 
 int run_prompts_load(const char *dir, const char *format, struct prompt_set *out, char *err,
@@ -69,6 +64,15 @@ int run_prompts_load(const char *dir, const char *format, struct prompt_set *out
 			rc = dbuf_puts(&b, prompt_default_text((enum prompt_file)i));
 		if (!rc && memchr(dbuf_str(&b), '\0', b.len))
 			rc = ST_EINVAL;
+		if (rc == ST_ENOENT) {
+			stark_errbuf(err, errlen, rc,
+				     "prompt template %s is missing: the prompts folder %s is "
+				     "incomplete (reinstall stark, or point STARK_PROMPTS or "
+				     "prompts_dir at a complete folder)",
+				     path, dir);
+			dbuf_release(&b);
+			break;
+		}
 		if (rc) {
 			stark_errbuf(err, errlen, rc, "cannot load prompt template %s: %s", path,
 				     stark_strerror(rc));

@@ -27,6 +27,7 @@ static const char *const type_names[JR_TYPE_MAX + 1] = {
     [JR_EVAL_RESULT] = "eval_result",
     [JR_ATTEMPT_END] = "attempt_end",
     [JR_CONFIG] = "config",
+    [JR_UPGRADE] = "upgrade",
 };
 
 const char *jr_type_name(uint32_t type)

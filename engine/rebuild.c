@@ -64,6 +64,17 @@ static int apply_run(struct load_ctx *c, const struct store_event *ev)
 	if (!src || !cfgtext || !json_is_object(json_object_get(head, "options")))
 		goto out_bad;
 	r->options = json_incref(json_object_get(head, "options"));
+	if (json_is_object(json_object_get(head, "stark")))
+		r->producer = json_incref(json_object_get(head, "stark"));
+	rc = run_prompts_from_json(json_object_get(body, "prompts"),
+				   jr_str(r->options, "format", "kernelbench"), &r->prompts);
+	if (rc == ST_EPROTO)
+		goto out_bad;
+	if (rc == ST_ENOMEM) {
+		rc = load_fail(c, ST_ENOMEM, ev->seq, "out of memory");
+		goto out_free;
+	}
+	r->prompts_loaded = r->prompts_recorded = rc == 0;
 	snprintf(r->problem, sizeof(r->problem), "%s", jr_str(head, "problem", "problem"));
 	r->created = jr_real(head, "created", 0);
 	r->eval_seed = jr_u64(head, "eval_seed", 0);
@@ -77,6 +88,10 @@ static int apply_run(struct load_ctx *c, const struct store_event *ev)
 	if (search_config_load_text(&r->cfg, "journaled config", cfgtext, c->err, c->errlen)) {
 		c->rc = ST_EPROTO;
 		rc = 1;
+		goto out_free;
+	}
+	if (!(r->cfg_text = strdup(cfgtext))) {
+		rc = load_fail(c, ST_ENOMEM, ev->seq, "out of memory");
 		goto out_free;
 	}
 	rng_seed(&r->rng, r->cfg.seed);
@@ -226,10 +241,28 @@ static int apply_config(struct load_ctx *c, const struct store_event *ev)
 		json_decref(body);
 		return 1;
 	}
+	free(c->r->cfg_text);
+	if (!(c->r->cfg_text = strdup(text))) {
+		json_decref(body);
+		return load_fail(c, ST_ENOMEM, ev->seq, "out of memory");
+	}
 	rc = 0;
 out:
 	json_decref(body);
 	return rc ? load_fail(c, ST_EPROTO, ev->seq, "malformed configuration change") : 0;
+}
+
+/* The run took another stark's prompts (run_accept_upgrade). */
+static int apply_upgrade(struct load_ctx *c, const struct store_event *ev)
+{
+	json_t *head = NULL, *body = NULL;
+	int rc = ST_EPROTO;
+
+	if (!jr_parse_head(ev->data, ev->len, &head) && !jr_parse_body(ev->data, ev->len, &body))
+		rc = run__apply_upgrade(c->r, head, body, c->err, c->errlen);
+	json_decref(head);
+	json_decref(body);
+	return rc ? load_fail(c, rc, ev->seq, "malformed upgrade event") : 0;
 }
 
 /* A complaint about an answer, kept for `stark show`. */
@@ -285,6 +318,8 @@ static int load_cb(void *arg, const struct store_event *ev)
 		return apply_check(c, ev);
 	case JR_CONFIG:
 		return apply_config(c, ev);
+	case JR_UPGRADE:
+		return apply_upgrade(c, ev);
 	case JR_LLM_REQUEST:
 		return 0;
 	}

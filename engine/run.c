@@ -363,27 +363,20 @@ static int attempt(struct run *r, enum stop_kind *stop, char *why, size_t whylen
 	return phase_eval(r, stop);
 }
 
-/* The candidate format the agents write (the run's --format). */
-static const char *run_format(const struct run *r)
-{
-	return jr_str(r->options, "format", "kernelbench");
-}
-
+/*
+ * The run's prompts: those its journal recorded (loaded with it).  A run
+ * that needs it (run_needs_upgrade: no prompts recorded, or settings this
+ * stark reads differently) continues only after run_accept_upgrade().
+ */
 static int load_prompts(struct run *r, char *err, size_t errlen)
 {
-	char dir[PROTO_PATH_MAX];
-	int rc;
+	char note[RUN_REASON_MAX];
 
-	if (r->prompts_loaded)
+	if (r->prompts_loaded && !run_needs_upgrade(r))
 		return ST_OK;
-	if (r->cfg.prompts_dir[0])
-		snprintf(dir, sizeof(dir), "%s", r->cfg.prompts_dir);
-	else if ((rc = run_prompts_dir(dir, sizeof(dir))))
-		return rc;
-	rc = run_prompts_load(dir, run_format(r), &r->prompts, err, errlen);
-	if (!rc)
-		r->prompts_loaded = true;
-	return rc;
+	snprintf(err, errlen, "%s",
+		 run_upgrade_note(r, note, sizeof(note)) ? note : "the run has no prompts");
+	return ST_EVERSION;
 }
 
 void run_pending_clear(struct run *r)

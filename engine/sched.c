@@ -147,6 +147,11 @@ static int start_run(struct loop *l, struct slot *s, size_t idx)
 		halt(l, RUN_FAILED, false, "run %s cannot be loaded: %s", id, err);
 		return rc;
 	}
+	if (b->accept_upgrade && s->r->state != RUN_FINISHED && run_needs_upgrade(s->r) &&
+	    (rc = run_accept_upgrade(s->r, err, sizeof(err)))) {
+		halt(l, RUN_FAILED, false, "%s", err);
+		return rc;
+	}
 	if (s->r->state == RUN_FINISHED) {
 		rc = bench_summary_from(b, idx, s->r);
 		slot_release(s);

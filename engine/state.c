@@ -64,6 +64,8 @@ void run_free(struct run *r)
 		free(r->checks[i].reason);
 	free(r->checks);
 	json_decref(r->options);
+	json_decref(r->producer);
+	free(r->cfg_text);
 	free(r->problem_src);
 	free(r->pause_log);
 	free(r->info);
@@ -329,7 +331,13 @@ int run_config_change(struct run *r, const struct search_config *c, char **chang
 	if (!rc)
 		rc = run__commit(r);
 	if (!rc) {
+		char *text = strdup(dbuf_str(&after));
+
 		r->cfg = *c;
+		if (text) { /* else the next load reads it from the journal */
+			free(r->cfg_text);
+			r->cfg_text = text;
+		}
 		if (changed)
 			*changed = dbuf_detach(&diff, NULL);
 	} else if (rc != ST_EINVAL && err[0] == '\0') {

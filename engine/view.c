@@ -139,5 +139,7 @@ json_t *run_json(struct run *r)
 	    speedup_obj(r, best), "leaders", lead ? lead : json_null(), "spend",
 	    spend ? spend : json_null(), "spend_models", models ? models : json_null(),
 	    "open_attempt", open ? open : json_null(), "nodes", nodes ? nodes : json_null());
+	if (o)
+		json_object_set_new(o, "stark", r->producer ? json_incref(r->producer) : json_null());
 	return o;
 }

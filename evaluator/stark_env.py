@@ -488,11 +488,14 @@ def report(device):
         c["needed_by"] = needs[name]
         out.append(c)
     try:
-        _, fp, desc = toolchain()
+        doc, fp, desc = toolchain()
+        versions = {"torch": doc["torch"], "torch_cuda": doc["torch_cuda"],
+                    "python": platform.python_version(), "cxx": doc["cxx"]["version"],
+                    "nvcc": doc["nvcc"]["version"]}
     except Exception as e:
-        fp, desc = None, "unknown (%s)" % e
+        fp, desc, versions = None, "unknown (%s)" % e, {}
     return {"device": device, "checks": out, "toolchain": desc, "toolchain_id": fp,
-            "formats": list(formats(device))}
+            "formats": list(formats(device)), "versions": versions}
 
 
 def report_json(device):

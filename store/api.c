@@ -126,6 +126,15 @@ out_free:
 	return rc;
 }
 
+unsigned store_probe_format(const char *dir)
+{
+	unsigned ver = 0;
+
+	if (!dir || !*dir || strlen(dir) >= DIR_MAX || store__db_format(dir, &ver))
+		return 0;
+	return ver;
+}
+
 void store_close(struct store *st)
 {
 	if (!st)

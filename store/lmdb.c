@@ -3,7 +3,8 @@
  *
  * Layout: one environment in the store folder, default (fully synced) mode,
  * MDB_NOTLS, with three named databases:
- *   info     "format" -> STORE__FORMAT (checked at open)
+ *   info     "format" -> "stark-store N" (checked at open; an older N is
+ *            migrated: migrate()), "migrated" -> a note of the last migration
  *   runs     run id (no NUL) -> the run's metadata, as the caller gave it
  *   journal  run id, NUL, seq as big-endian u64 -> type as big-endian u32,
  *            then the payload
@@ -27,8 +28,11 @@
 #include <fcntl.h>
 #include <lmdb.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "store/store_int.h"
@@ -41,6 +45,7 @@
 /* Our own outcomes in LMDB's code space (LMDB's are <= -30600, errno's > 0). */
 #define DB_EMALFORMED (-1) /* a record is malformed; already described */
 #define DB_EFORMAT    (-2) /* the store has another format; already described */
+#define DB_EMIGRATE   (-3) /* the store has an older format: migrate it */
 
 struct store_db {
 	MDB_env *env;
@@ -268,11 +273,42 @@ out_close:
 	return mrc;
 }
 
+/* The version in a format record, 0 when it is not one ("stark-store N"). */
+static unsigned format_version(const MDB_val *v)
+{
+	static const char pre[] = STORE__FORMAT_PREFIX;
+	const char *p = v->mv_data;
+	size_t n = sizeof(pre) - 1;
+	unsigned ver = 0;
+
+	if (v->mv_size <= n || v->mv_size > n + 6 || memcmp(p, pre, n) != 0)
+		return 0;
+	for (; n < v->mv_size; n++) {
+		if (p[n] < '0' || p[n] > '9')
+			return 0;
+		ver = ver * 10 + (unsigned)(p[n] - '0');
+	}
+	return ver;
+}
+
+static MDB_val format_record(char *buf, size_t len, unsigned ver)
+{
+	int n = snprintf(buf, len, STORE__FORMAT_PREFIX "%u", ver);
+
+	return (MDB_val){(size_t)n, buf};
+}
+
+struct open_op {
+	const char *dir;
+	unsigned found; /* the store's format version */
+};
+
 static int open_txn(struct store_db *db, MDB_txn *txn, void *arg)
 {
-	static const char fmt[] = STORE__FORMAT;
-	const char *dir = arg;
-	MDB_val k = {6, (void *)"format"}, v;
+	struct open_op *op = arg;
+	const char *dir = op->dir;
+	char fmt[32];
+	MDB_val k = {6, (void *)"format"}, v, nv;
 	MDB_dbi main;
 	MDB_stat ms;
 	int mrc;
@@ -290,10 +326,10 @@ static int open_txn(struct store_db *db, MDB_txn *txn, void *arg)
 				   dir);
 			return DB_EFORMAT;
 		}
+		nv = format_record(fmt, sizeof(fmt), STORE_FORMAT_VERSION);
 		mrc = mdb_dbi_open(txn, "info", MDB_CREATE, &db->info);
 		if (!mrc)
-			mrc =
-			    mdb_put(txn, db->info, &k, &(MDB_val){sizeof(fmt) - 1, (void *)fmt}, 0);
+			mrc = mdb_put(txn, db->info, &k, &nv, 0);
 	}
 	if (!mrc)
 		mrc = mdb_dbi_open(txn, "runs", MDB_CREATE, &db->runs);
@@ -303,16 +339,161 @@ static int open_txn(struct store_db *db, MDB_txn *txn, void *arg)
 		mrc = mdb_get(txn, db->info, &k, &v);
 	if (mrc)
 		return mrc;
-	if (v.mv_size != sizeof(fmt) - 1 || memcmp(v.mv_data, fmt, v.mv_size) != 0) {
-		stark_warn("store: %s holds store format '%.*s', not '%s'", dir,
-			   (int)(v.mv_size < 64 ? v.mv_size : 64), (const char *)v.mv_data, fmt);
+	op->found = format_version(&v);
+	if (!op->found) {
+		stark_warn("store: %s holds store format '%.*s', which no stark reads", dir,
+			   (int)(v.mv_size < 64 ? v.mv_size : 64), (const char *)v.mv_data);
 		return DB_EFORMAT;
 	}
+	if (op->found > STORE_FORMAT_VERSION) {
+		stark_warn("store: %s has store format %u, newer than this stark's (%d): a newer "
+			   "stark wrote it; use that stark (or a newer one) with it, or give this "
+			   "one another store (--store DIR or STARK_STORE)",
+			   dir, op->found, STORE_FORMAT_VERSION);
+		return DB_EFORMAT;
+	}
+	return op->found < STORE_FORMAT_VERSION ? DB_EMIGRATE : 0;
+}
+
+/* ---- migration of an older format ---- */
+
+static bool fail_migration; /* tests: store__test_fail_migration */
+
+void store__test_fail_migration(bool on)
+{
+	fail_migration = on;
+}
+
+/* fsyncs a file or folder by path; an errno value or 0. */
+static int sync_path(const char *path, bool dir)
+{
+	int fd = open(path, (dir ? O_RDONLY | O_DIRECTORY : O_WRONLY) | O_CLOEXEC), e = 0;
+
+	if (fd < 0)
+		return errno;
+	if (fsync(fd) < 0)
+		e = errno;
+	close(fd);
+	return e;
+}
+
+/*
+ * Copies the environment, compacted, to DIR/backups/format-N-STAMP/data.mdb
+ * through a ".part" folder renamed once synced.  An errno or LMDB code, or
+ * 0 with the backup's folder in out.
+ */
+static int backup(struct store_db *db, const char *dir, unsigned ver, char *out, size_t len)
+{
+	char backups[PATH_MAX], part[PATH_MAX], file[PATH_MAX], stamp[32];
+	time_t t = time(NULL);
+	struct tm tm;
+	int fd, mrc;
+
+	gmtime_r(&t, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+	if ((size_t)snprintf(backups, sizeof(backups), "%s/backups", dir) >= sizeof(backups))
+		return ENAMETOOLONG;
+	if (mkdir(backups, 0700) < 0 && errno != EEXIST)
+		return errno;
+	/* A name no earlier backup (or a crashed one's .part) has. */
+	for (int i = 0;; i++) {
+		if (i == 100)
+			return EEXIST;
+		if ((size_t)snprintf(out, len, "%s/format-%u-%s-%d", backups, ver, stamp, i) >= len ||
+		    (size_t)snprintf(part, sizeof(part), "%s.part", out) >= sizeof(part) ||
+		    (size_t)snprintf(file, sizeof(file), "%s/data.mdb", part) >= sizeof(file))
+			return ENAMETOOLONG;
+		if (access(out, F_OK) == 0)
+			continue;
+		if (mkdir(part, 0700) == 0)
+			break;
+		if (errno != EEXIST)
+			return errno;
+	}
+	fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return errno;
+	mrc = mdb_env_copyfd2(db->env, fd, MDB_CP_COMPACT);
+	if (!mrc && fsync(fd) < 0)
+		mrc = errno;
+	close(fd);
+	if (!mrc)
+		mrc = sync_path(part, true);
+	if (!mrc && rename(part, out) < 0)
+		mrc = errno;
+	if (!mrc)
+		mrc = sync_path(backups, true);
+	if (!mrc)
+		mrc = sync_path(dir, true);
+	return mrc;
+}
+
+struct migrate_op {
+	const char *dir;
+	unsigned from;
+};
+
+/*
+ * From format 1 to 2: runs gain records the store does not read (the stark
+ * that made them, their prompts: engine.h), so what changes is the format
+ * record, and a record of the migration.
+ */
+static int migrate_txn(struct store_db *db, MDB_txn *txn, void *arg)
+{
+	struct migrate_op *op = arg;
+	MDB_val k = {6, (void *)"format"}, v, nv, mk = {8, (void *)"migrated"};
+	char fmt[32], note[160];
+	int mrc, n;
+
+	mrc = mdb_dbi_open(txn, "info", 0, &db->info);
+	if (!mrc)
+		mrc = mdb_get(txn, db->info, &k, &v);
+	if (mrc)
+		return mrc;
+	if (format_version(&v) != op->from)
+		return 0; /* another process migrated it meanwhile */
+	n = snprintf(note, sizeof(note), "format %u to %d by stark %s at %lld", op->from,
+		     STORE_FORMAT_VERSION, stark_release(), (long long)time(NULL));
+	nv = format_record(fmt, sizeof(fmt), STORE_FORMAT_VERSION);
+	mrc = db_put(db, txn, db->info, &k, &nv, 0);
+	if (!mrc)
+		mrc = db_put(db, txn, db->info, &mk, &(MDB_val){(size_t)n, note}, 0);
+	if (!mrc && fail_migration)
+		mrc = EIO;
+	return mrc;
+}
+
+static int migrate(struct store_db *db, const char *dir, unsigned from)
+{
+	struct migrate_op op = {dir, from};
+	char saved[PATH_MAX];
+	int mrc;
+
+	mrc = backup(db, dir, from, saved, sizeof(saved));
+	if (mrc) {
+		stark_warn("store: %s has store format %u; this stark (format %d) migrates it after "
+			   "a backup, and the backup failed: %s",
+			   dir, from, STORE_FORMAT_VERSION,
+			   mrc > 0 ? strerror(mrc) : mdb_strerror(mrc));
+		return mrc;
+	}
+	mrc = db_write(db, migrate_txn, &op);
+	if (mrc) {
+		stark_warn("store: %s: migrating format %u to %d failed (the store is unchanged; "
+			   "its backup is %s): %s",
+			   dir, from, STORE_FORMAT_VERSION, saved,
+			   mrc > 0 ? strerror(mrc) : mdb_strerror(mrc));
+		return mrc;
+	}
+	stark_warn("store: %s migrated from format %u to %d; the format-%u store was saved as "
+		   "%s",
+		   dir, from, STORE_FORMAT_VERSION, from, saved);
 	return 0;
 }
 
 int store__db_open(const char *dir, size_t mapsize, struct store_db **out)
 {
+	struct open_op op = {dir, 0};
 	struct store_db *db;
 	int mrc, fd, fl, dead = 0, rc;
 
@@ -347,7 +528,14 @@ int store__db_open(const char *dir, size_t mapsize, struct store_db **out)
 	mrc = mdb_reader_check(db->env, &dead);
 	db->dead_readers = dead;
 	if (!mrc)
-		mrc = db_write(db, open_txn, (void *)dir);
+		mrc = db_write(db, open_txn, &op);
+	if (mrc == DB_EMIGRATE) {
+		if (migrate(db, dir, op.found)) {
+			rc = ST_EIO; /* described */
+			goto out_close;
+		}
+		mrc = db_write(db, open_txn, &op);
+	}
 	if (mrc) {
 		rc = db_err(mrc, "cannot open", dir);
 		goto out_close;
@@ -615,4 +803,32 @@ int store__db_last_seq(struct store_db *db, const char *run_id, uint64_t *seq)
 		mrc = last_seq_txn(db, txn, run_id, idlen, seq);
 	mdb_txn_abort(txn);
 	return db_err(mrc, "cannot read the journal of run", run_id);
+}
+
+int store__db_format(const char *dir, unsigned *ver)
+{
+	MDB_val k = {6, (void *)"format"}, v;
+	MDB_env *env = NULL;
+	MDB_txn *txn = NULL;
+	MDB_dbi info;
+	int mrc;
+
+	*ver = 0;
+	mrc = mdb_env_create(&env);
+	if (!mrc)
+		mrc = mdb_env_set_maxdbs(env, MAX_DBS);
+	if (!mrc)
+		mrc = mdb_env_open(env, dir, MDB_RDONLY | MDB_NOTLS, 0600);
+	if (!mrc)
+		mrc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
+	if (!mrc)
+		mrc = mdb_dbi_open(txn, "info", 0, &info);
+	if (!mrc)
+		mrc = mdb_get(txn, info, &k, &v);
+	if (!mrc)
+		*ver = format_version(&v);
+	if (txn)
+		mdb_txn_abort(txn);
+	mdb_env_close(env);
+	return mrc == MDB_NOTFOUND ? ST_ENOENT : mrc ? ST_EIO : 0;
 }

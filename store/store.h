@@ -37,6 +37,14 @@
 
 #include "common/common.h"
 
+/*
+ * The store's format version, kept in the store.  1: stark 0.1.0.  2: runs
+ * record the stark that made them and their prompt templates (engine.h),
+ * which a format-1 stark would ignore.  A store of an older format is
+ * migrated in place when opened (see store_open); a newer one is refused.
+ */
+#define STORE_FORMAT_VERSION 2
+
 #define STORE_RUN_ID_MAX   64	       /* [A-Za-z0-9._-], not starting with '.' */
 #define STORE_EVENT_MAX	   (16u << 20) /* one event's payload */
 #define STORE_META_MAX	   (1u << 20)  /* one run's metadata */
@@ -58,10 +66,23 @@ struct store_event {
  * environment if needed.  The map starts at 1 GiB of address space (the
  * file stays sparse; the environment variable STARK_STORE_MAPSIZE, in
  * bytes, overrides it, for tests) and doubles when full.
- * ST_EVERSION: dir holds something that is not a store of this version.
- * *out is owned by the caller: store_close() it.
+ * A store of an older format is migrated in place first: the environment
+ * is copied, compacted and synced, to DIR/backups/format-N-STAMP/data.mdb
+ * (itself a store that the stark of format N opens), then one transaction
+ * rewrites what the new format changes, so a crash at any instant leaves
+ * the old store or the new one (and perhaps a backup).  Migrate with no
+ * older stark using the store.
+ * ST_EVERSION: dir holds something that is not a store, or a store of a
+ * format newer than STORE_FORMAT_VERSION; the message (stderr) names the
+ * version and what to do.  *out is owned by the caller: store_close() it.
  */
 ST_WUR int store_open(const char *dir, struct store **out);
+/*
+ * The format version of the store in dir, read without changing anything
+ * (no folder created, no migration): STORE_FORMAT_VERSION for a store this
+ * stark uses as it is, another version, or 0 when dir holds no store.
+ */
+unsigned store_probe_format(const char *dir);
 /* Closes the environment and frees st; NULL is a no-op. */
 void store_close(struct store *st);
 

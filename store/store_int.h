@@ -21,7 +21,7 @@
 #define STORE__MAP_DEFAULT ((size_t)1 << 30) /* 1 GiB of address space */
 #define STORE__MAP_MIN	   ((size_t)64 << 10)
 #define STORE__MAP_MAX	   ((size_t)1 << 40) /* growth stops here: ST_ETOOBIG */
-#define STORE__FORMAT	   "stark-store 1"   /* the format record's value */
+#define STORE__FORMAT_PREFIX "stark-store " /* the format record: prefix, version */
 
 struct store_db; /* an open LMDB environment (lmdb.c) */
 
@@ -53,6 +53,9 @@ ST_WUR int store__db_scan(struct store_db *db, const char *run_id, uint64_t from
 			  int (*cb)(void *arg, const struct store_event *ev), void *arg);
 ST_WUR int store__db_last_seq(struct store_db *db, const char *run_id, uint64_t *seq);
 
+/* The format version of the store in dir (0: not one), read only. */
+ST_WUR int store__db_format(const char *dir, unsigned *ver);
+
 /* For tests: the current map size in bytes. */
 size_t store__db_mapsize(struct store_db *db);
 /* For tests: how many dead processes' reader slots the open cleared. */
@@ -63,6 +66,12 @@ int store__db_dead_readers(struct store_db *db);
  * that a failed batch leaves nothing behind.
  */
 void store__db_fail_after(struct store_db *db, int puts);
+
+/*
+ * For tests: makes the next migration fail after its backup is written and
+ * before its transaction commits, as a crash there would leave it.
+ */
+void store__test_fail_migration(bool on);
 
 /* lock.c */
 ST_WUR int store__lock_dir_init(const char *dir);

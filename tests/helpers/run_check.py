@@ -4,7 +4,9 @@ output for the end-to-end tests of `stark run`/`stark resume`.
 
   run_check.py same A.json B.json
       exit 0 when the two `stark show --json` trees are identical once the
-      timing fields ("created") are dropped; prints the first difference.
+      timing fields ("created") and the stark that made each run ("stark":
+      a rebuild between two runs changes its commit) are dropped; prints
+      the first difference.
   run_check.py fields SHOW.json
       exit 0 when the documented fields are present (run_id, state, budget,
       attempts, nodes[id, parent, status, speedup, origin], best, spend).
@@ -33,7 +35,7 @@ import os
 import sys
 import urllib.request
 
-TIMING = ("created",)
+TIMING = ("created", "stark")
 
 
 def strip(o):
