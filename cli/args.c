@@ -35,6 +35,14 @@ bool cli_opt_value(int argc, char **argv, int *i, const char *name, const char *
 	return true;
 }
 
+bool cli_name_in(const char *name, const char *const *list)
+{
+	for (size_t i = 0; name && list[i]; i++)
+		if (!strcmp(name, list[i]))
+			return true;
+	return false;
+}
+
 int cli_open_store(const char *dir, struct store **st)
 {
 	char def[PROTO_PATH_MAX];

@@ -61,6 +61,8 @@
 PYSRC(stark_py_cuda);
 PYSRC(stark_py_wire);
 PYSRC(stark_py_rules);
+PYSRC(stark_py_lang);
+PYSRC(stark_py_triton);
 PYSRC(stark_py_nvcc);
 PYSRC(stark_py_build);
 PYSRC(stark_py_env);
@@ -90,6 +92,8 @@ static const struct {
 	{"stark_cuda", stark_py_cuda_start, stark_py_cuda_end},
 	{"stark_wire", stark_py_wire_start, stark_py_wire_end},
 	{"stark_rules", stark_py_rules_start, stark_py_rules_end},
+	{"stark_lang", stark_py_lang_start, stark_py_lang_end},
+	{"stark_triton", stark_py_triton_start, stark_py_triton_end},
 	{"stark_nvcc", stark_py_nvcc_start, stark_py_nvcc_end},
 	{"stark_build", stark_py_build_start, stark_py_build_end},
 	{"stark_env", stark_py_env_start, stark_py_env_end},
@@ -589,7 +593,9 @@ static PyObject *request_dict(const struct proto_request *rq)
 	    put(d, "placements", PyLong_FromUnsignedLong(rq->placements)) ||
 	    put(d, "l2_flush", PyBool_FromLong(rq->l2_flush)) ||
 	    put(d, "wall_ms", PyLong_FromUnsignedLong(rq->wall_ms)) ||
-	    put(d, "verdict", text(rq->verdict))) {
+	    put(d, "verdict", text(rq->verdict)) ||
+	    put(d, "language", text(rq->language)) ||
+	    put(d, "precision", text(rq->precision))) {
 		Py_DECREF(d);
 		return NULL;
 	}

@@ -47,6 +47,8 @@ import torch
 
 import _stark
 import stark_cuda
+import stark_lang
+import stark_triton
 import stark_wire as W
 from stark_referee_build import Builds
 from stark_referee_checks import Checks
@@ -163,6 +165,9 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         self.build_mode = None      # None: by stage; "load": a cached build
         self.cuda = str(req["device"]).startswith("cuda")
         self.tmp_cubin = None
+        self.language = "cuda"      # the candidate's kernel language (stark_lang)
+        self.lang_dir = None        # its file and Triton's cache (file languages)
+        self.jit_seen = [0, 0.0, 0]  # Triton kernels compiled, ms, calls
         self.lock_fd = None
         self.window_fd = None           # the output window (stark_wire)
         self.window_size = 0
@@ -268,6 +273,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         # runtime initialized before fork is unusable in the workers.  The
         # reference worker reports a missing device.
         self.load_problem()
+        self.check_language()
         if self.stage == "run":
             self.build_dir = self.req["build_dir"] or None
         else:
@@ -305,6 +311,34 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
                         break
         except OSError:
             pass
+
+    def check_language(self):
+        """The candidate's language, declared or read from its source (never
+        run); `error` where this machine cannot judge it, before any of its
+        code runs.  A file language's solution and Triton's cache get a
+        folder of this evaluation (the jail's private /tmp)."""
+        env = self.res["env"]
+        declared = self.req.get("language") or "auto"
+        lang, how = stark_lang.detect(self.req["solution_src"], declared)
+        self.language = lang
+        env["language"] = "%s (%s)" % (lang, how)
+        env["precision"] = self.req.get("precision") or "fp32"
+        lack = stark_lang.missing(lang, self.req["device"])
+        if lack:
+            raise Verdict("error", lack)
+        if lang == "triton" and _stark.jailed() and self.stage != "compile":
+            # Triton's JIT execs its ptxas and the C compiler (its launchers)
+            # at a kernel's first call; the run jail allows no exec.
+            raise Verdict("error", "Triton's JIT runs its bundled ptxas and the C compiler "
+                          "at a kernel's first call, and the run jail allows no exec: "
+                          "this build judges Triton only outside the jail (--sandbox none "
+                          "--insecure-sandbox; SECURITY.md, Triton)")
+        if stark_triton.use_file(lang) and self.stage != "compile":
+            try:
+                self.lang_dir = tempfile.mkdtemp(prefix="stark-%s-" % lang)
+            except OSError as e:
+                raise Verdict("error", "cannot make the folder for the %s solution's file: "
+                              "%s" % (lang, e))
 
     def load_problem(self):
         name = self.req["problem_name"] or "problem.py"

@@ -66,6 +66,8 @@ static const struct proto_field request_fields[] = {
 	{.key = "l2_flush", .type = PF_BOOL, .off = RQ(l2_flush)},
 	ROW_U32(RQ(wall_ms), "wall_ms", false, 1, PROTO_TIME_MS_MAX),
 	ROW_STR(RQ(verdict), "verdict", false, PROTO_NAME_MAX),
+	ROW_STR(RQ(language), "language", false, PROTO_NAME_MAX),
+	ROW_STR(RQ(precision), "precision", false, PROTO_NAME_MAX),
 };
 
 static const struct proto_field result_fields[] = {
@@ -375,6 +377,24 @@ static int check_status_name(const char *key, const char *v, char *err, size_t e
 	return stark_errbuf(err, errlen, ST_EINVAL, "field \"%s\": \"%s\" is no status", key, q);
 }
 
+/* v is "" or one of the names in list (NULL-terminated). */
+static int check_name(const char *key, const char *v, const char *const *list, const char *what,
+		      char *err, size_t errlen)
+{
+	char q[200];
+
+	if (!v || !*v)
+		return 0;
+	for (size_t i = 0; list[i]; i++)
+		if (!strcmp(v, list[i]))
+			return 0;
+	proto_quote(q, sizeof(q), v, strlen(v));
+	return stark_errbuf(err, errlen, ST_EINVAL, "field \"%s\": \"%s\" is not %s", key, q, what);
+}
+
+const char *const proto_languages[] = {"auto", "cuda", "triton", "cute", "tilelang", "tk", NULL};
+const char *const proto_precisions[] = {"fp32", "fp16", "bf16", NULL};
+
 static int request_check(const void *obj, char *err, size_t errlen)
 {
 	const struct proto_request *rq = obj;
@@ -396,6 +416,11 @@ static int request_check(const void *obj, char *err, size_t errlen)
 		return stark_errbuf(err, errlen, ST_EINVAL,
 				    "field \"min_reps\": %u is above max_reps %u", rq->min_reps,
 				    rq->max_reps);
+	if (check_name("language", rq->language, proto_languages,
+		       "auto, cuda, triton, cute, tilelang or tk", err, errlen) ||
+	    check_name("precision", rq->precision, proto_precisions, "fp32, fp16 or bf16", err,
+		       errlen))
+		return ST_EINVAL;
 	return check_verdict("verdict", rq->verdict, err, errlen);
 }
 
