@@ -38,6 +38,7 @@ result.
 """
 
 import importlib
+import os
 import sys
 import tempfile
 import time
@@ -326,19 +327,38 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         lack = stark_lang.missing(lang, self.req["device"])
         if lack:
             raise Verdict("error", lack)
-        if lang == "triton" and _stark.jailed() and self.stage != "compile":
-            # Triton's JIT execs its ptxas and the C compiler (its launchers)
-            # at a kernel's first call; the run jail allows no exec.
-            raise Verdict("error", "Triton's JIT runs its bundled ptxas and the C compiler "
-                          "at a kernel's first call, and the run jail allows no exec: "
-                          "this build judges Triton only outside the jail (--sandbox none "
-                          "--insecure-sandbox; SECURITY.md, Triton)")
+        if _stark.jailed() and self.stage != "compile":
+            self.restrict_exec(lang)
         if stark_triton.use_file(lang) and self.stage != "compile":
             try:
                 self.lang_dir = tempfile.mkdtemp(prefix="stark-%s-" % lang)
             except OSError as e:
                 raise Verdict("error", "cannot make the folder for the %s solution's file: "
                               "%s" % (lang, e))
+
+    def restrict_exec(self, lang):
+        """In a run jail whose filter allows execve for a JIT language
+        (req jit_exec, the orchestrator's rule), only the JIT's tools may be
+        executed from now on: Landlock, set here before any worker is
+        forked, inherited by all of them; the evaluation stops where it
+        cannot be set (fail closed).  A Triton candidate in a jail without
+        exec (a language the orchestrator did not see) is `error` before
+        its JIT would be killed for an exec."""
+        if not self.req.get("jit_exec"):
+            if lang == "triton":
+                raise Verdict("error", "this Triton candidate's imports were not seen by the "
+                              "orchestrator, so its run jail allows no exec for Triton's JIT: "
+                              "judge it with --language triton")
+            return
+        paths = stark_triton.exec_paths()
+        try:
+            _stark.restrict_exec(paths)
+        except OSError as e:
+            raise Verdict("error", "cannot restrict what Triton's JIT may execute in the run "
+                          "jail: %s; Triton candidates need Landlock (Linux 5.13 or later, "
+                          "with landlock in the kernel's lsm= list)" % e)
+        self.res["env"]["exec_allowed"] = cut(", ".join(
+            p for p in paths if os.path.exists(p)), 500)
 
     def load_problem(self):
         name = self.req["problem_name"] or "problem.py"

@@ -26,15 +26,76 @@ referee's timing rests on its own clocks as for every candidate.
   prepare(folder)               Triton's folders set to this evaluation's
   load(name, src, folder)       the solution imported from folder/<file>
   compiled(folder)              kernels compiled so far (cache entries)
+  exec_paths()                  what Triton's JIT execs (the run jail's allowlist)
+
+In a run jail, Triton's JIT is the one reason a candidate's process may
+exec at all: the orchestrator gives such a jail a filter that allows
+execve (proto_request_jit_exec decides, on both sides), and the referee,
+before it forks any worker, restricts with Landlock which files may be
+executed to exec_paths(): Triton's bundled tools (ptxas), the C compiler
+that builds its launchers (gcc or cc, with as, ld and the compiler's own
+programs) and the ELF interpreter they need.  A shell, python, or anything
+else fails with EACCES (SECURITY.md, "Triton").
 """
 
 import importlib.util
 import os
 import re
+import shutil
 import sys
 
 FILE_LANGUAGES = ("triton", "cute", "tilelang")
 _SAFE = re.compile(r"[^A-Za-z0-9_]")
+
+
+# The C compiler Triton builds its launchers with, and what it execs.
+_TOOLS = ("gcc", "cc", "clang", "as", "ld")
+_TOOL_DIRS = ("/usr/lib/gcc", "/usr/libexec/gcc", "/usr/lib/llvm")
+_INTERPRETERS = ("/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1")
+# Where libcuda.so.1 lives (TRITON_LIBCUDA_PATH: Triton runs ldconfig -p
+# otherwise, and ldconfig is not on the list).
+_LIBCUDA_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/aarch64-linux-gnu",
+                 "/usr/local/nvidia/lib64", "/usr/lib/wsl/lib")
+
+
+def triton_dir():
+    """Triton's package folder, found without importing it, or None."""
+    try:
+        spec = importlib.util.find_spec("triton")
+    except (ImportError, ValueError):
+        return None
+    locs = list(spec.submodule_search_locations or []) if spec else []
+    return locs[0] if locs else None
+
+
+def exec_paths(environ=None):
+    """The files Triton's JIT may execute: its bundled tools' folder, the C
+    compiler's programs, the ELF interpreter (absent ones are skipped by
+    the caller)."""
+    environ = os.environ if environ is None else environ
+    out = []
+    root = triton_dir()
+    if root:
+        out.append(os.path.join(root, "backends", "nvidia", "bin"))
+    path = environ.get("PATH") or "/usr/bin:/bin"
+    cc = environ.get("CC")
+    for tool in ((cc,) if cc else ()) + _TOOLS:
+        p = shutil.which(tool, path=path)
+        if p and p not in out:
+            out.append(p)
+    out.extend(_TOOL_DIRS)
+    out.extend(_INTERPRETERS)
+    return out
+
+
+def libcuda_dir(environ=None):
+    """The folder holding libcuda.so.1, or None."""
+    environ = os.environ if environ is None else environ
+    dirs = [d for d in (environ.get("LD_LIBRARY_PATH") or "").split(":") if d]
+    for d in dirs + list(_LIBCUDA_DIRS):
+        if os.path.exists(os.path.join(d, "libcuda.so.1")):
+            return d
+    return None
 
 
 def use_file(lang):
@@ -51,6 +112,9 @@ def prepare(folder):
     os.environ["TRITON_HOME"] = folder
     os.environ["TRITON_DUMP_DIR"] = os.path.join(folder, "dump")
     os.environ["TRITON_OVERRIDE_DIR"] = os.path.join(folder, "override")
+    lib = libcuda_dir()
+    if lib:
+        os.environ["TRITON_LIBCUDA_PATH"] = lib
     # Settings that would change what is compiled or run: never inherited.
     for var in ("TRITON_INTERPRET", "TRITON_ALWAYS_COMPILE", "TRITON_KERNEL_OVERRIDE",
                 "TRITON_KERNEL_DUMP", "TRITON_PTXAS_PATH"):

@@ -227,6 +227,17 @@ const char *proto_status_name(enum proto_status st);
 /* Returns 0 and sets *st, or ST_EINVAL for an unknown name. */
 ST_WUR int proto_status_parse(const char *name, enum proto_status *st);
 
+/*
+ * Whether the candidate's run stage needs exec for its language's JIT
+ * (Triton: ptxas and the C compiler at a kernel's first call): "language"
+ * is "triton", or auto ("" or "auto") and a line of the solution starts
+ * with `import triton` or `from triton` (indented ones too).  The
+ * orchestrator gives such a run jail the RUN+EXEC filter, and the
+ * evaluator restricts what may be exec'd before candidate code runs; both
+ * decide by this one rule.
+ */
+bool proto_request_jit_exec(const struct proto_request *rq);
+
 /* The names "language" and "precision" take (besides ""), NULL-terminated. */
 extern const char *const proto_languages[];
 extern const char *const proto_precisions[];

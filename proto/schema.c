@@ -392,6 +392,49 @@ static int check_name(const char *key, const char *v, const char *const *list, c
 	return stark_errbuf(err, errlen, ST_EINVAL, "field \"%s\": \"%s\" is not %s", key, q, what);
 }
 
+/* A line starting (after blanks) with `import triton` or `from triton`,
+ * followed by a blank, a dot, a comma or the line's end. */
+static bool imports_triton(const char *src, size_t len)
+{
+	for (size_t i = 0; i < len;) {
+		size_t j = i, n;
+		const char *w = NULL;
+
+		while (j < len && (src[j] == ' ' || src[j] == '\t'))
+			j++;
+		if (len - j > 7 && !memcmp(src + j, "import", 6) && strchr(" \t", src[j + 6]))
+			w = src + j + 7;
+		else if (len - j > 5 && !memcmp(src + j, "from", 4) && strchr(" \t", src[j + 4]))
+			w = src + j + 5;
+		if (w) {
+			n = (size_t)(w - src);
+			while (n < len && (src[n] == ' ' || src[n] == '\t'))
+				n++;
+			if (len - n >= 6 && !memcmp(src + n, "triton", 6) &&
+			    (len - n == 6 || strchr(" \t.,\r\n", src[n + 6])))
+				return true;
+		}
+		const char *nl = memchr(src + i, '\n', len - i);
+		if (!nl)
+			break;
+		i = (size_t)(nl - src) + 1;
+	}
+	return false;
+}
+
+bool proto_request_jit_exec(const struct proto_request *rq)
+{
+	const char *lang = rq->language ? rq->language : "";
+
+	if (!strcmp(lang, "triton"))
+		return true;
+	if (*lang && strcmp(lang, "auto"))
+		return false;
+	return rq->solution_src &&
+	       imports_triton(rq->solution_src,
+			      rq->solution_len ? rq->solution_len : strlen(rq->solution_src));
+}
+
 const char *const proto_languages[] = {"auto", "cuda", "triton", "cute", "tilelang", "tk", NULL};
 const char *const proto_precisions[] = {"fp32", "fp16", "bf16", NULL};
 

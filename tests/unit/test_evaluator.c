@@ -604,6 +604,32 @@ START_TEST(language_files)
 		    " '/b/j.json', '/x.so')], stark_triton.compiled(c))[2])(__import__('tempfile').mkdtemp())",
 		    "2");
 	expect_eval(NULL, "stark_triton.compiled('/nonexistent/stark')", "0");
+	/* what Triton's JIT may exec: its tools' folder (when installed), the
+	   compiler, the interpreter; never a shell or python */
+	expect_eval(NULL,
+		    "(lambda p: ('/usr/lib/gcc' in p, '/lib64/ld-linux-x86-64.so.2' in p,"
+		    " any(x.endswith('/sh') or 'python' in x for x in p)))(stark_triton.exec_paths("
+		    "{'PATH': '/usr/bin:/bin'}))",
+		    "(True, True, False)");
+	/* Landlock, in a forked child (it cannot be undone): a shell refused,
+	   an allowed program run */
+	if (access("/usr/bin/true", X_OK) == 0 && access("/bin/sh", X_OK) == 0)
+		expect_eval(NULL,
+			    "(lambda ns: (exec('import os\\n"
+			    "pid = os.fork()\\n"
+			    "if pid == 0:\\n"
+			    "    try:\\n"
+			    "        _stark.restrict_exec([\\'/usr/bin/true\\', \\'/lib64/ld-linux-x86-64.so.2\\',"
+			    " \\'/no/such\\'])\\n"
+			    "        try:\\n"
+			    "            os.execv(\\'/bin/sh\\', [\\'sh\\', \\'-c\\', \\'exit 5\\'])\\n"
+			    "        except PermissionError:\\n"
+			    "            os.execv(\\'/usr/bin/true\\', [\\'true\\'])\\n"
+			    "    finally:\\n"
+			    "        os._exit(9)\\n"
+			    "rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\\n', ns), ns['rc'])[1])"
+			    "({'_stark': __import__('_stark')})",
+			    "0");
 }
 END_TEST
 
