@@ -34,6 +34,13 @@
 #define __NR_landlock_restrict_self 446
 #endif
 
+int sandbox_landlock_abi(void)
+{
+	long v = syscall(__NR_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+
+	return v > 0 ? (int)v : 0;
+}
+
 int sandbox_restrict_exec(const char *const *paths, size_t *skipped, char *err, size_t errlen)
 {
 	struct landlock_ruleset_attr attr = {.handled_access_fs = LANDLOCK_ACCESS_FS_EXECUTE};

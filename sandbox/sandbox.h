@@ -289,6 +289,9 @@ ST_WUR int sandbox_narrow(void);
  * Returns 0, ST_EDENIED where the kernel has no Landlock (Linux < 5.13 or
  * not enabled), or ST_ESYS; err names the step.
  */
+/* The kernel's Landlock ABI version (>= 1), or 0 where it has none. */
+int sandbox_landlock_abi(void);
+
 ST_WUR int sandbox_restrict_exec(const char *const *paths, size_t *skipped, char *err,
 				 size_t errlen);
 
