@@ -159,6 +159,15 @@ ST_WUR int export_jsonl(struct run *r, const char *what, const char *path, char 
 /* One line per run of the store (or a JSON array). */
 ST_WUR int show_list(struct store *st, bool json, FILE *out);
 
+/*
+ * --language, --format and --precision of run and bench, checked and
+ * completed: language "triton" sets the format "triton" (KernelBench's, in
+ * Triton); the format defaults by device; precision to "fp32".  0, or -1
+ * with the complaint printed (cmd names the command).
+ */
+int cli_language_format(const char *cmd, const char *language, const char *device,
+			const char **format, const char **precision);
+
 /* Whether name is one of list's (NULL-terminated), e.g. proto_languages. */
 bool cli_name_in(const char *name, const char *const *list);
 

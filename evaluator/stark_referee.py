@@ -323,10 +323,17 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         lang, how = stark_lang.detect(self.req["solution_src"], declared)
         self.language = lang
         env["language"] = "%s (%s)" % (lang, how)
-        env["precision"] = self.req.get("precision") or "fp32"
+        env["input_precision"] = self.req.get("precision") or "fp32"
         lack = stark_lang.missing(lang, self.req["device"])
         if lack:
             raise Verdict("error", lack)
+        if declared != "auto":
+            # A package of another known language that the source imports
+            # and this machine lacks is still the machine's lack.
+            seen, why = stark_lang.detect(self.req["solution_src"], "auto")
+            lack = seen != lang and stark_lang.missing(seen, self.req["device"])
+            if lack:
+                raise Verdict("error", "%s (the solution %s)" % (lack, why))
         if _stark.jailed() and self.stage != "compile":
             self.restrict_exec(lang)
         if stark_triton.use_file(lang) and self.stage != "compile":
