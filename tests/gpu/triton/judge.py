@@ -12,8 +12,13 @@ rewritten in a scratch copy, SMALL below: tensors of 16-64 MB, so the
 whole corpus fits in a few minutes); --real keeps KernelBench's sizes
 (tensors up to 6 GB: the figures of docs/BENCHMARKS.md).
 
+With --keep DIR the problems as judged, each result (STEM.json) and
+DIR/fidelity.list ("PROBLEM CANDIDATE RESULT" lines, for
+scripts/fidelity.py --list: the same kernels timed by triton's do_bench)
+stay in DIR.
+
 Usage: judge.py [--kb DIR] [--stark PATH] [--real] [--jobs N] [--only REGEX]
-                [--tap] [-- STARK-EVAL-OPTIONS...]
+                [--keep DIR] [--tap] [-- STARK-EVAL-OPTIONS...]
 Exit status 0 when every row is `correct`, language triton, without flags.
 """
 import json
@@ -67,18 +72,20 @@ def shrink(src, sizes):
 
 def main(argv):
     kb = os.environ.get("KB") or ".kb/checkout"
-    stark, real, jobs, only, tap, extra = "build/stark", False, 2, None, False, []
+    stark, real, jobs, only, tap, extra, keep = "build/stark", False, 2, None, False, [], None
     i = 0
     while i < len(argv):
         a = argv[i]
         if a == "--":
             extra = argv[i + 1:]
             break
-        if a in ("--kb", "--stark", "--jobs", "--only"):
+        if a in ("--kb", "--stark", "--jobs", "--only", "--keep"):
             i += 1
             v = argv[i]
             if a == "--kb":
                 kb = v
+            elif a == "--keep":
+                keep = os.path.abspath(v)
             elif a == "--stark":
                 stark = v
             elif a == "--jobs":
@@ -98,7 +105,9 @@ def main(argv):
             return 0
         raise SystemExit("judge: no KernelBench checkout at %s (KB=DIR holding KernelBench/level1)"
                          % kb)
-    tmp = tempfile.mkdtemp(prefix="stark-triton-judge-")
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+    tmp = keep or tempfile.mkdtemp(prefix="stark-triton-judge-")
     try:
         pairs = []
         for f in sorted(os.listdir(os.path.join(HERE, "kernels"))):
@@ -121,6 +130,13 @@ def main(argv):
             sys.stderr.write(run.stderr[-3000:])
             raise SystemExit("judge: %d results for %d pairs (exit %d)"
                              % (len(results), len(pairs), run.returncode))
+        if keep:
+            with open(os.path.join(keep, "fidelity.list"), "w") as lst:
+                for (stem, prob, sol), r in zip(pairs, results):
+                    res = os.path.join(keep, stem + ".json")
+                    with open(res, "w") as f:
+                        json.dump(r, f)
+                    lst.write("%s %s %s\n" % (prob, sol, res))
         bad = 0
         if tap:
             print("1..%d" % len(pairs))
@@ -158,7 +174,8 @@ def main(argv):
                       % (len(pairs) - bad, len(pairs), geo ** (1.0 / len(sp)), len(sp)))
         return 1 if bad else 0
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
