@@ -336,7 +336,9 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
                 raise Verdict("error", "%s (the solution %s)" % (lack, why))
         if _stark.jailed() and self.stage != "compile":
             self.restrict_exec(lang)
-        if stark_triton.use_file(lang) and self.stage != "compile":
+        if stark_triton.use_file(lang):
+            # (the compile stage too: a solution that also builds with
+            # load_inline runs its top level, decorators included, there)
             try:
                 self.lang_dir = tempfile.mkdtemp(prefix="stark-%s-" % lang)
             except OSError as e:
