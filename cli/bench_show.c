@@ -165,17 +165,14 @@ int cli_bench_show(struct store *st, const char *id, const char *fmt, bool probl
 		const json_t *by = json_object_get(b->spec, "stark");
 		const json_t *opt = json_object_get(b->spec, "options");
 
-		printf("bench %s: %s (%s), %zu runs; format %s, precision %s
-", b->id,
+		printf("bench %s: %s (%s), %zu runs; format %s, precision %s\n", b->id,
 		       run_state_name(b->state), run_shown_reason(b->state, b->state, b->reason),
 		       b->nruns, jr_str(opt, "format", "kernelbench"), jr_str(opt, "precision", "fp32"));
 		if (by)
-			printf("stark: %s (commit %s)
-", jr_str(by, "release", "?"),
+			printf("stark: %s (commit %s)\n", jr_str(by, "release", "?"),
 			       jr_str(by, "commit", "?"));
 		else
-			printf("stark: before 0.2.0 (the bench recorded no version)
-");
+			printf("stark: before 0.2.0 (the bench recorded no version)\n");
 		rc = cli_bench_print(b, stdout);
 		if (problems)
 			print_problems(b, stdout);

@@ -84,13 +84,11 @@ int show_run(struct run *r, bool json, FILE *out)
 		jr_str(r->options, "device", "?"), jr_str(r->options, "format", "kernelbench"),
 		jr_str(r->options, "precision", "fp32"));
 	if (r->producer)
-		fprintf(out, "stark: %s (commit %s), prompts %s
-",
+		fprintf(out, "stark: %s (commit %s), prompts %s\n",
 			jr_str(r->producer, "release", "?"), jr_str(r->producer, "commit", "?"),
 			jr_str(r->producer, "prompts", "?"));
 	else
-		fprintf(out, "stark: before 0.2.0 (the run recorded no version)
-");
+		fprintf(out, "stark: before 0.2.0 (the run recorded no version)\n");
 	if (best == TREE_NONE)
 		fprintf(out, "best: no correct candidate yet\n");
 	else if (!run_beats_reference(r, best))
