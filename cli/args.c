@@ -35,6 +35,50 @@ bool cli_opt_value(int argc, char **argv, int *i, const char *name, const char *
 	return true;
 }
 
+bool cli_name_in(const char *name, const char *const *list)
+{
+	for (size_t i = 0; name && list[i]; i++)
+		if (!strcmp(name, list[i]))
+			return true;
+	return false;
+}
+
+int cli_language_format(const char *cmd, const char *language, const char *device,
+			const char **format, const char **precision)
+{
+	if (language && strcmp(language, "cuda") && strcmp(language, "triton") &&
+	    strcmp(language, "auto")) {
+		stark_warn("%s: --language must be cuda or triton (the agents write one of them), not '%s'",
+			   cmd, language);
+		return -1;
+	}
+	if (language && !strcmp(language, "triton")) {
+		if (*format && strcmp(*format, "triton")) {
+			stark_warn("%s: --language triton writes the triton format, not --format %s", cmd,
+				   *format);
+			return -1;
+		}
+		*format = "triton";
+	}
+	if (!*format)
+		*format = str_starts(device, "cuda") ? "fast" : "kernelbench";
+	if (strcmp(*format, "kernelbench") && strcmp(*format, "fast") && strcmp(*format, "triton")) {
+		stark_warn("%s: --format must be kernelbench, fast or triton, not '%s'", cmd, *format);
+		return -1;
+	}
+	if (!strcmp(*format, "triton") && !str_starts(device, "cuda")) {
+		stark_warn("%s: Triton kernels run on CUDA devices only (--device cuda)", cmd);
+		return -1;
+	}
+	if (!*precision)
+		*precision = "fp32";
+	if (!cli_name_in(*precision, proto_precisions)) {
+		stark_warn("%s: --precision must be fp32, fp16 or bf16, not '%s'", cmd, *precision);
+		return -1;
+	}
+	return 0;
+}
+
 int cli_open_store(const char *dir, struct store **st)
 {
 	char def[PROTO_PATH_MAX];

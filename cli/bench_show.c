@@ -163,9 +163,11 @@ int cli_bench_show(struct store *st, const char *id, const char *fmt, bool probl
 		json_decref(rows);
 	} else {
 		const json_t *by = json_object_get(b->spec, "stark");
+		const json_t *opt = json_object_get(b->spec, "options");
 
-		printf("bench %s: %s (%s), %zu runs\n", b->id, run_state_name(b->state),
-		       run_shown_reason(b->state, b->state, b->reason), b->nruns);
+		printf("bench %s: %s (%s), %zu runs; format %s, precision %s\n", b->id,
+		       run_state_name(b->state), run_shown_reason(b->state, b->state, b->reason),
+		       b->nruns, jr_str(opt, "format", "kernelbench"), jr_str(opt, "precision", "fp32"));
 		if (by)
 			printf("stark: %s (commit %s)\n", jr_str(by, "release", "?"),
 			       jr_str(by, "commit", "?"));

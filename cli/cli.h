@@ -159,6 +159,18 @@ ST_WUR int export_jsonl(struct run *r, const char *what, const char *path, char 
 /* One line per run of the store (or a JSON array). */
 ST_WUR int show_list(struct store *st, bool json, FILE *out);
 
+/*
+ * --language, --format and --precision of run and bench, checked and
+ * completed: language "triton" sets the format "triton" (KernelBench's, in
+ * Triton); the format defaults by device; precision to "fp32".  0, or -1
+ * with the complaint printed (cmd names the command).
+ */
+int cli_language_format(const char *cmd, const char *language, const char *device,
+			const char **format, const char **precision);
+
+/* Whether name is one of list's (NULL-terminated), e.g. proto_languages. */
+bool cli_name_in(const char *name, const char *const *list);
+
 /* ---- stark eval (cmd_eval.c, eval_env.c, eval_print.c, eval_batch.c) ---- */
 
 #define BATCH_JOBS_MAX 64	   /* --jobs */
@@ -175,6 +187,8 @@ struct eval_args {
 	uint32_t placements; /* --placements, or 0: the request's default */
 	int l2_flush;	    /* --l2-flush: 1 on, 0 off, -1 the request's default */
 	const char *verdict; /* --verdict stark|kernelbench, or NULL: stark */
+	const char *language; /* --language (proto_languages), or NULL: auto */
+	const char *precision; /* --precision fp32|fp16|bf16, or NULL: fp32 */
 	double target_rse;  /* --target-rse, or NAN: the request's default */
 	const char *cache;
 	const char *gpu_lock; /* --gpu-lock FILE, or NULL */

@@ -45,7 +45,8 @@ static void usage(FILE *f)
 		"                   [--llm openai:URL|anthropic:URL|replay:FILE|replay:DIR] [--model NAME]\n"
 		"                   [--device cpu|cuda|cuda:0,1,...|all] [--runs-in-flight N] [--llm-in-flight K]\n"
 		"                   [--evals-per-device N] [--max-dollars D] [--baseline eager|compile]\n"
-		"                   [--level N] [--eval stark-eval|replay:FILE|replay:DIR] [--format kernelbench|fast]\n"
+		"                   [--level N] [--eval stark-eval|replay:FILE|replay:DIR]\n"
+		"                   [--format kernelbench|fast|triton] [--language cuda|triton] [--precision fp32|fp16|bf16]\n"
 		"                   [--store DIR] [--config FILE] [--set KEY=VALUE]... [--insecure-sandbox]\n"
 		"  SUITE: a folder of KernelBench problems (level1/ as it is), a list file (a path a line),\n"
 		"  or problem files; the level comes from the folder's name (levelN) or --level.\n"
@@ -65,6 +66,7 @@ struct bench_args {
 	struct cli_suite suite;
 	enum search_policy pols[3];
 	const char *store_dir, *config, *sets[BENCH_SETS_MAX];
+	const char *language; /* --language, or NULL */
 	size_t nsets;
 	int level;
 	char devices[512];
@@ -249,6 +251,10 @@ static int parse(int argc, char **argv, struct bench_args *a, struct search_conf
 			s->eval = v;
 		else if (cli_opt_value(argc, argv, &i, "--format", &v))
 			s->format = v;
+		else if (cli_opt_value(argc, argv, &i, "--language", &v))
+			a->language = v;
+		else if (cli_opt_value(argc, argv, &i, "--precision", &v))
+			s->precision = v;
 		else if (cli_opt_value(argc, argv, &i, "--store", &v))
 			a->store_dir = v;
 		else if (cli_opt_value(argc, argv, &i, "--baseline", &v))
@@ -304,8 +310,8 @@ static int parse(int argc, char **argv, struct bench_args *a, struct search_conf
 	s->nproblems = a->suite.n;
 	s->policies = a->pols;
 	s->devices = a->devices;
-	if (!s->format)
-		s->format = str_starts(a->devices, "cuda") ? "fast" : "kernelbench";
+	if (cli_language_format("bench", a->language, a->devices, &s->format, &s->precision))
+		return CLI_USAGE;
 	if (!s->evals_per_device)
 		s->evals_per_device = str_starts(a->devices, "cuda") ? 4 : 2;
 	if (!s->llm_in_flight)

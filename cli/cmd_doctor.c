@@ -14,6 +14,9 @@
  *     with the binds evaluations get, so that it sees what a build sees.
  *     Where a check fails there, the probe runs again outside the jail: a
  *     piece that is only outside is one STARK_SANDBOX_BINDS must name.
+ *     It also lists the kernel languages the device can judge (stark_lang:
+ *     the Python packages and headers each needs); for Triton, the run
+ *     jail's Landlock is checked here, outside the jail.
  *
  * Exit status: 0 when everything the device's formats need is there, 1
  * when something is missing, 2 usage, 3 when the probe could not run.
@@ -246,6 +249,48 @@ static void bind_hints(json_t *jailed, const json_t *host)
 	}
 }
 
+/*
+ * The kernel languages (the probe's "languages"), with what the jail adds:
+ * Triton's JIT execs its tools in the run jail, which needs Landlock to
+ * restrict what may run there (sandbox_restrict_exec).  These never change
+ * the exit status: CUDA alone is what a device needs.
+ */
+static void language_checks(json_t *langs, const char *device)
+{
+	int abi = sandbox_landlock_abi();
+	size_t i;
+	json_t *l;
+
+	json_array_foreach(langs, i, l) {
+		const char *lang = json_string_value(json_object_get(l, "language"));
+		char detail[700];
+
+		if (!lang || strcmp(lang, "triton") || !json_is_true(json_object_get(l, "ok")) || abi > 0)
+			continue;
+		snprintf(detail, sizeof(detail),
+			 "this kernel has no Landlock, which the run jail needs to restrict what Triton's JIT may execute: boot with landlock in lsm= (Linux 5.13 or later), or judge Triton with --sandbox none --insecure-sandbox");
+		json_object_set_new(l, "ok", json_false());
+		json_object_set_new(l, "detail", json_string(detail));
+	}
+	(void)device;
+}
+
+static void print_languages(const json_t *langs)
+{
+	size_t i;
+	json_t *l;
+
+	if (!json_array_size(langs))
+		return;
+	printf("kernel languages (--language; none is needed for the exit status):\n");
+	json_array_foreach(langs, i, l) {
+		bool ok = json_is_true(json_object_get(l, "ok"));
+
+		printf("  %-7s %-26s %s\n", ok ? "ok" : "absent", json_string_value(json_object_get(l, "name")),
+		       json_string_value(json_object_get(l, "detail")));
+	}
+}
+
 static int print_human(const char *device, json_t *checks, const char *where, const char *toolchain)
 {
 	size_t i;
@@ -354,14 +399,18 @@ int cmd_doctor(int argc, char **argv)
 	json_array_foreach(json_object_get(report, "checks"), i, c)
 		json_array_append(checks, c);
 	toolchain = json_string_value(json_object_get(report, "toolchain"));
+	if (!json_is_array(json_object_get(report, "languages")))
+		json_object_set_new(report, "languages", json_array());
+	language_checks(json_object_get(report, "languages"), a.device);
 	if (a.json) {
 		bool all = true;
 
 		json_array_foreach(checks, i, c)
 			all &= json_is_true(json_object_get(c, "ok"));
-		json_t *o = json_pack("{s:s, s:b, s:s, s:O, s:O, s:s?}", "device", a.device, "ok", all,
-				      "probed", where, "checks", checks, "formats",
-				      json_object_get(report, "formats"), "toolchain", toolchain);
+		json_t *o = json_pack("{s:s, s:b, s:s, s:O, s:O, s:O, s:s?}", "device", a.device, "ok",
+				      all, "probed", where, "checks", checks, "formats",
+				      json_object_get(report, "formats"), "languages",
+				      json_object_get(report, "languages"), "toolchain", toolchain);
 
 		if (!o || json_dumpf(o, stdout, JSON_INDENT(2) | JSON_SORT_KEYS) || fputc('\n', stdout) == EOF) {
 			json_decref(o);
@@ -372,6 +421,7 @@ int cmd_doctor(int argc, char **argv)
 		rc = all ? CLI_OK : CLI_NEGATIVE;
 	} else {
 		rc = print_human(a.device, checks, where, toolchain);
+		print_languages(json_object_get(report, "languages"));
 	}
 	if (fflush(stdout) == EOF)
 		rc = CLI_FAILURE;

@@ -85,6 +85,13 @@ static void usage(FILE *f)
 		"  --verdict stark|kernelbench  which verdict decides the status: stark's own, or\n"
 		"                         KernelBench's (torch.allclose, atol=rtol=1e-4, on its\n"
 		"                         harness's 5 inputs); the result carries both [stark]\n"
+		"  --language auto|cuda|triton|cute|tilelang|tk  the candidate's kernel language;\n"
+		"                         auto reads its imports and decorators; a language\n"
+		"                         this machine cannot judge is `error` naming what is\n"
+		"                         missing (stark doctor lists them) [auto]\n"
+		"  --precision fp32|fp16|bf16  cast floating inputs and weights to this dtype,\n"
+		"                         as KernelBench's harness does; tolerances follow the\n"
+		"                         outputs' dtype (fp32 1e-4, fp16/bf16 1e-2) [fp32]\n"
 		"  --cache DIR            build cache [$STARK_CACHE, $XDG_CACHE_HOME/stark, ~/.cache/stark]\n"
 		"  --stage all|split|auto one evaluator process; a compile process then a run\n"
 		"                         process sharing the cache; or split only when the\n"
@@ -133,6 +140,7 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 		{"min-reps", required_argument, NULL, 'r'},	 {"target-rse", required_argument, NULL, 'R'},
 		{"placements", required_argument, NULL, 'P'},
 		{"l2-flush", required_argument, NULL, 'F'},	 {"verdict", required_argument, NULL, 'V'},
+		{"language", required_argument, NULL, 'G'},	 {"precision", required_argument, NULL, 'p'},
 		{NULL, 0, NULL, 0},
 	};
 	uint64_t v;
@@ -219,6 +227,16 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 			if (strcmp(optarg, "stark") && strcmp(optarg, "kernelbench"))
 				return stark_error(CLI_USAGE, "eval: --verdict must be stark or kernelbench, not '%s'", optarg);
 			a->verdict = optarg;
+			break;
+		case 'G':
+			if (!cli_name_in(optarg, proto_languages))
+				return stark_error(CLI_USAGE, "eval: --language must be auto, cuda, triton, cute, tilelang or tk, not '%s'", optarg);
+			a->language = optarg;
+			break;
+		case 'p':
+			if (!cli_name_in(optarg, proto_precisions))
+				return stark_error(CLI_USAGE, "eval: --precision must be fp32, fp16 or bf16, not '%s'", optarg);
+			a->precision = optarg;
 			break;
 		case 'L':
 			if (!*optarg)

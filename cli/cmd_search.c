@@ -101,11 +101,14 @@ static void run_usage(void)
 		"usage: stark run PROBLEM.py [--run-id ID] [--budget N] [--policy stark|sampling|reflexion]\n"
 		"                 [--llm openai:BASE_URL | anthropic:BASE_URL | replay:FILE] [--model NAME]\n"
 		"                 [--device cpu|cuda[:N]] [--store DIR] [--config FILE]\n"
-		"                 [--set KEY=VALUE]... [--eval stark-eval|replay:FILE] [--format kernelbench|fast]\n"
-		"                 [--insecure-sandbox]\n"
+		"                 [--set KEY=VALUE]... [--eval stark-eval|replay:FILE]\n"
+		"                 [--format kernelbench|fast|triton] [--language cuda|triton]\n"
+		"                 [--precision fp32|fp16|bf16] [--insecure-sandbox]\n"
 		"  Candidates are judged in the compile and run jails (SECURITY.md); where this\n"
 		"  machine lacks layers the run refuses unless --insecure-sandbox is given.\n"
-		"  --format defaults to fast on cuda and kernelbench on cpu.\n"
+		"  --format defaults to fast on cuda and kernelbench on cpu; --language triton (the\n"
+		"  same as --format triton) has the agents write Triton kernels (cuda only).\n"
+		"  --precision casts inputs and weights as KernelBench's harness does [fp32].\n"
 		"  --llm defaults to $STARK_LLM, --model to $STARK_MODEL; llm.ROLE, model.ROLE and the\n"
 		"  other per-role keys of --config / --set give a role its own server, model and\n"
 		"  settings (docs/RUNS.md).  The API key comes from $STARK_API_KEY (or OPENAI_API_KEY /\n"
@@ -135,6 +138,7 @@ static const char *abs_spec(const char *spec, const char *prefix, char *buf, siz
 int cmd_run(int argc, char **argv)
 {
 	struct run_spec spec = {.device = "cpu", .eval = "stark-eval", .format = NULL};
+	const char *language = NULL;
 	const char *store_dir = NULL, *config = NULL, *v;
 	char err[CLI_ERR_MAX], llmbuf[PROTO_PATH_MAX + 16], evbuf[PROTO_PATH_MAX + 16];
 	struct search_config cfg;
@@ -178,6 +182,10 @@ int cmd_run(int argc, char **argv)
 			spec.eval = v;
 		else if (cli_opt_value(argc, argv, &i, "--format", &v))
 			spec.format = v;
+		else if (cli_opt_value(argc, argv, &i, "--language", &v))
+			language = v;
+		else if (cli_opt_value(argc, argv, &i, "--precision", &v))
+			spec.precision = v;
 		else if (!strcmp(argv[i], "--insecure-sandbox"))
 			spec.insecure_sandbox = true;
 		else if (cli_opt_value(argc, argv, &i, "--budget", &v))
@@ -234,10 +242,8 @@ int cmd_run(int argc, char **argv)
 		return stark_error(CLI_USAGE, "run: --device must be cpu, cuda or cuda:N");
 	/* The fast format needs NVRTC and a GPU; on the CPU agents write C++
 	 * through load_inline. */
-	if (!spec.format)
-		spec.format = str_starts(spec.device, "cuda") ? "fast" : "kernelbench";
-	if (strcmp(spec.format, "kernelbench") && strcmp(spec.format, "fast"))
-		return stark_error(CLI_USAGE, "run: --format must be kernelbench or fast");
+	if (cli_language_format("run", language, spec.device, &spec.format, &spec.precision))
+		return CLI_USAGE;
 	if (search_config_check(&cfg, err, sizeof(err)))
 		return stark_error(CLI_USAGE, "run: %s", err);
 	spec.llm = abs_spec(spec.llm, "replay:", llmbuf, sizeof(llmbuf));

@@ -64,7 +64,10 @@ int cli_eval_request(const struct eval_args *a, const char *problem, const char 
 										  : "kernelbench");
 	rq->cache_dir = str_dup(cache);
 	rq->verdict = str_dup(a->verdict ? a->verdict : "stark");
-	if (!rq->id || !rq->device || !rq->format || !rq->cache_dir || !rq->verdict) {
+	rq->language = str_dup(a->language ? a->language : "auto");
+	rq->precision = str_dup(a->precision ? a->precision : "fp32");
+	if (!rq->id || !rq->device || !rq->format || !rq->cache_dir || !rq->verdict ||
+	    !rq->language || !rq->precision) {
 		snprintf(err, errlen, "out of memory");
 		return CLI_FAILURE;
 	}

@@ -206,6 +206,15 @@ int cli_eval_print_json(const struct eval_args *a, const struct proto_result *rs
 	return rc;
 }
 
+/* The value of env key k in the result, or NULL. */
+static const char *env_val(const struct proto_result *rs, const char *k)
+{
+	for (uint32_t i = 0; i < rs->nenv; i++)
+		if (!strcmp(rs->env[i].key, k))
+			return rs->env[i].val;
+	return NULL;
+}
+
 static void fmt_us(char *buf, size_t len, double us)
 {
 	if (!isfinite(us))
@@ -272,6 +281,12 @@ int cli_eval_print_human(const struct proto_result *rs, const struct evalrun_inf
 		       rs->stark_status, rs->kb_status && *rs->kb_status ? rs->kb_status : "n/a",
 		       rs->kb_trials_passed, rs->kb_trials_run,
 		       rs->verdict && *rs->verdict ? rs->verdict : "stark");
+	if (env_val(rs, "language") || env_val(rs, "input_precision"))
+		printf("  language   %s; precision %s\n",
+		       env_val(rs, "language") ? env_val(rs, "language") : "cuda",
+		       env_val(rs, "input_precision") ? env_val(rs, "input_precision") : "fp32");
+	if (env_val(rs, "triton_jit"))
+		printf("  triton jit %s (untimed: trials and warm-up)\n", env_val(rs, "triton_jit"));
 	for (int i = 0; i < 4; i++)
 		staged |= isfinite(rs->stage_ms[i]);
 	if (staged)

@@ -78,10 +78,11 @@ int show_run(struct run *r, bool json, FILE *out)
 	fprintf(out, "state: %s", run_state_name(shown));
 	if (run_shown_reason(shown, r->state, r->reason)[0])
 		fprintf(out, " (%s)", run_shown_reason(shown, r->state, r->reason));
-	fprintf(out, "\npolicy %s, attempts %u/%u, llm %s, eval %s, device %s\n",
+	fprintf(out, "\npolicy %s, attempts %u/%u, llm %s, eval %s, device %s, format %s, precision %s\n",
 		search_policy_name(r->cfg.policy), r->attempts, r->cfg.budget,
 		jr_str(r->options, "llm", "?"), jr_str(r->options, "eval", "?"),
-		jr_str(r->options, "device", "?"));
+		jr_str(r->options, "device", "?"), jr_str(r->options, "format", "kernelbench"),
+		jr_str(r->options, "precision", "fp32"));
 	if (r->producer)
 		fprintf(out, "stark: %s (commit %s), prompts %s\n",
 			jr_str(r->producer, "release", "?"), jr_str(r->producer, "commit", "?"),

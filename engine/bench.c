@@ -368,6 +368,7 @@ int bench__create_run(struct bench *b, size_t i, char *err, size_t errlen)
 			      .device = bench_opt(b, "device", "cpu"),
 			      .eval = bench_opt(b, "eval", "stark-eval"),
 			      .format = bench_opt(b, "format", "kernelbench"),
+			      .precision = bench_opt(b, "precision", "fp32"),
 			      .insecure_sandbox = jr_bool(json_object_get(b->spec, "options"),
 							  "insecure_sandbox", false),
 			      .cfg = &c};
@@ -410,10 +411,11 @@ static json_t *spec_json(const struct bench_spec *s, const char *id, double crea
 					    (json_int_t)src.len));
 			dbuf_release(&src);
 		}
-	o = json_pack("{s:i, s:s, s:f, s:{s:s, s:s?, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:f, s:s},"
-		      " s:o}",
+	o = json_pack("{s:i, s:s, s:f, s:{s:s, s:s?, s:s, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:f,"
+		      " s:s}, s:o}",
 		      "v", 1, "bench_id", id, "created", created, "options", "llm", s->llm, "model",
-		      s->model, "eval", s->eval, "format", s->format, "device", s->devices,
+		      s->model, "eval", s->eval, "format", s->format, "precision",
+		      s->precision ? s->precision : "fp32", "device", s->devices,
 		      "insecure_sandbox", s->insecure_sandbox, "runs_in_flight",
 		      (json_int_t)s->runs_in_flight, "llm_in_flight", (json_int_t)s->llm_in_flight,
 		      "evals_per_device", (json_int_t)s->evals_per_device, "max_dollars",

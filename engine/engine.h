@@ -244,6 +244,8 @@ struct eval_job {
 	size_t code_len;
 	const char *device; /* "cpu" or "cuda:N" */
 	const char *format; /* "kernelbench" or "fast" */
+	const char *language;  /* the request's "language": "auto" or "triton" */
+	const char *precision; /* "fp32", "fp16" or "bf16" */
 	uint64_t seed;	    /* the run's evaluation seed */
 	bool insecure;	    /* evaluate with fewer jail layers than required */
 };
@@ -421,7 +423,9 @@ struct run_spec {
 	const char *model;	  /* may be NULL for replay */
 	const char *device;	  /* "cpu", "cuda", "cuda:N" */
 	const char *eval;	  /* "stark-eval" or "replay:FILE" */
-	const char *format;	  /* candidate format: "kernelbench" or "fast" */
+	const char *format;	  /* candidate format: "kernelbench", "fast" or
+				     "triton" (KernelBench's, in Triton) */
+	const char *precision;	  /* "fp32" (NULL), "fp16" or "bf16" */
 	bool insecure_sandbox;	  /* run candidates where the jail lacks layers */
 	const struct search_config *cfg;
 };
@@ -776,6 +780,7 @@ struct bench_spec {
 	const enum search_policy *policies;
 	size_t npolicies;
 	const char *llm, *model, *eval, *format;
+	const char *precision; /* "fp32" (NULL), "fp16" or "bf16" */
 	const char *devices; /* "cpu", "cuda:0,1", resolved by the caller */
 	bool insecure_sandbox;
 	unsigned runs_in_flight, llm_in_flight, evals_per_device;

@@ -92,12 +92,15 @@ static int copy_job(struct eval_pool *e, const struct eval_job *job, struct prot
 	snprintf(name, sizeof(name), "%s", job->key);
 	rq->id = str_dup(name);
 	rq->format = str_dup(job->format);
+	rq->language = str_dup(job->language ? job->language : "auto");
+	rq->precision = str_dup(job->precision ? job->precision : "fp32");
 	rq->problem_name = str_dup(job->problem_name);
 	rq->solution_name = str_dup(name);
 	rq->cache_dir = str_dup(e->cache);
 	rq->problem_src = malloc(job->problem_len + 1);
 	rq->solution_src = malloc(job->code_len + 1);
-	if (!rq->id || !rq->format || !rq->problem_name || !rq->solution_name || !rq->cache_dir ||
+	if (!rq->language || !rq->precision ||
+	    !rq->id || !rq->format || !rq->problem_name || !rq->solution_name || !rq->cache_dir ||
 	    !rq->problem_src || !rq->solution_src)
 		return ST_ENOMEM;
 	memcpy(rq->problem_src, job->problem_src, job->problem_len);

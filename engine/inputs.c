@@ -41,6 +41,20 @@ int run_prompts_dir(char *buf, size_t len, char *err, size_t errlen)
 	return rc;
 }
 
+/* dir/NAME_FORMAT.txt for dir/NAME.txt, where it exists (the Triton
+ * format's plan, debug, system and sample prompts); false otherwise. */
+static bool variant_path(const char *dir, const char *name, const char *format, char *path,
+			 size_t len)
+{
+	const char *dot = strrchr(name, '.');
+	int n;
+
+	if (!dot || !strncmp(name, "format_", 7))
+		return false;
+	n = snprintf(path, len, "%s/%.*s_%s%s", dir, (int)(dot - name), name, format, dot);
+	return n > 0 && (size_t)n < len && access(path, R_OK) == 0;
+}
+
 int run_prompts_load(const char *dir, const char *format, struct prompt_set *out, char *err,
 		     size_t errlen)
 {
@@ -49,14 +63,16 @@ int run_prompts_load(const char *dir, const char *format, struct prompt_set *out
 	int i, rc = 0;
 
 	memset(out, 0, sizeof(*out));
-	if (strcmp(format, "fast") && strcmp(format, "kernelbench"))
+	if (strcmp(format, "fast") && strcmp(format, "kernelbench") && strcmp(format, "triton"))
 		return stark_errbuf(err, errlen, ST_EINVAL, "unknown candidate format '%s'", format);
 	for (i = 0; i < PROMPT_COUNT && !rc; i++) {
 		char name[64];
 
 		if (prompt_file_name((enum prompt_file)i, format, name, sizeof(name)))
 			return stark_errbuf(err, errlen, ST_EINVAL, "no template file for prompt %d", i);
-		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path))
+		/* A format's own variant (plan_triton.txt) where there is one. */
+		if (!variant_path(dir, name, format, path, sizeof(path)) &&
+		    (size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path))
 			return stark_errbuf(err, errlen, ST_ETOOBIG, "prompts dir path is too long");
 		dbuf_init(&b, PROMPT_FILE_MAX);
 		rc = io_read_file(path, PROMPT_FILE_MAX, &b);

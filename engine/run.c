@@ -188,6 +188,13 @@ static void pause_on_error(struct run *r, const struct proto_result *res, char *
 	*stop = STOP_PAUSE;
 }
 
+/* The evaluator's format for the run's: a Triton solution is KernelBench's
+ * format (a Python file with ModelNew), its language "triton". */
+static const char *eval_format(const char *run_format)
+{
+	return strcmp(run_format, "triton") ? run_format : "kernelbench";
+}
+
 /* Leaves the evaluation of the open attempt's node in r->pend. */
 static void pend_eval(struct run *r)
 {
@@ -207,7 +214,9 @@ static void pend_eval(struct run *r)
 	    .code = n->code,
 	    .code_len = n->code_len,
 	    .device = jr_str(r->options, "device", "cpu"),
-	    .format = jr_str(r->options, "format", "kernelbench"),
+	    .format = eval_format(jr_str(r->options, "format", "kernelbench")),
+	    .language = strcmp(jr_str(r->options, "format", ""), "triton") ? "auto" : "triton",
+	    .precision = jr_str(r->options, "precision", "fp32"),
 	    .insecure = jr_bool(r->options, "insecure_sandbox", false),
 	    .seed = r->eval_seed ^ ((uint64_t)r->cur.node * 0x9e3779b97f4a7c15ull)};
 	p->t0 = clock_mono_ns();

@@ -61,6 +61,8 @@
 PYSRC(stark_py_cuda);
 PYSRC(stark_py_wire);
 PYSRC(stark_py_rules);
+PYSRC(stark_py_lang);
+PYSRC(stark_py_triton);
 PYSRC(stark_py_nvcc);
 PYSRC(stark_py_build);
 PYSRC(stark_py_env);
@@ -90,6 +92,8 @@ static const struct {
 	{"stark_cuda", stark_py_cuda_start, stark_py_cuda_end},
 	{"stark_wire", stark_py_wire_start, stark_py_wire_end},
 	{"stark_rules", stark_py_rules_start, stark_py_rules_end},
+	{"stark_lang", stark_py_lang_start, stark_py_lang_end},
+	{"stark_triton", stark_py_triton_start, stark_py_triton_end},
 	{"stark_nvcc", stark_py_nvcc_start, stark_py_nvcc_end},
 	{"stark_build", stark_py_build_start, stark_py_build_end},
 	{"stark_env", stark_py_env_start, stark_py_env_end},
@@ -241,6 +245,46 @@ static PyObject *py_narrow(PyObject *self, PyObject *noargs)
 	Py_RETURN_TRUE;
 }
 
+#define EXEC_PATHS_MAX 64
+
+/* restrict_exec(paths): sandbox_restrict_exec; returns the number of paths
+ * skipped (absent); raises OSError naming the step where it failed. */
+static PyObject *py_restrict_exec(PyObject *self, PyObject *arg)
+{
+	const char *paths[EXEC_PATHS_MAX + 1];
+	PyObject *seq = PySequence_Fast(arg, "restrict_exec: a list of paths");
+	char err[256] = "";
+	size_t skipped = 0;
+	Py_ssize_t n;
+	int rc;
+
+	(void)self;
+	if (!seq)
+		return NULL;
+	n = PySequence_Fast_GET_SIZE(seq);
+	if (n > EXEC_PATHS_MAX) {
+		Py_DECREF(seq);
+		PyErr_SetString(PyExc_ValueError, "restrict_exec: too many paths");
+		return NULL;
+	}
+	for (Py_ssize_t i = 0; i < n; i++) {
+		paths[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, i));
+		if (!paths[i]) {
+			Py_DECREF(seq);
+			return NULL;
+		}
+	}
+	paths[n] = NULL;
+	rc = sandbox_restrict_exec(paths, &skipped, err, sizeof(err));
+	Py_DECREF(seq);
+	if (rc) {
+		PyErr_Format(PyExc_OSError, "%s%s", err,
+			     rc == ST_EDENIED ? " (this kernel has no Landlock)" : "");
+		return NULL;
+	}
+	return PyLong_FromSize_t(skipped);
+}
+
 static PyObject *py_set_dumpable(PyObject *self, PyObject *arg)
 {
 	int on = PyObject_IsTrue(arg);
@@ -282,6 +326,7 @@ static PyMethodDef stark_methods[] = {
 	{"secret_seed", py_secret_seed, METH_NOARGS, "the master seed, once"},
 	{"narrow", py_narrow, METH_NOARGS, "install the narrow filter when jailed"},
 	{"set_dumpable", py_set_dumpable, METH_O, "prctl(PR_SET_DUMPABLE)"},
+	{"restrict_exec", py_restrict_exec, METH_O, "Landlock: only these files may be exec'd"},
 	{"jailed", py_jailed, METH_NOARGS, "whether the evaluator runs in a run jail"},
 	{"start_ns", py_start_ns, METH_NOARGS, "monotonic start time of the program"},
 	{"limits", py_limits, METH_NOARGS, "caps of the result fields"},
@@ -589,7 +634,10 @@ static PyObject *request_dict(const struct proto_request *rq)
 	    put(d, "placements", PyLong_FromUnsignedLong(rq->placements)) ||
 	    put(d, "l2_flush", PyBool_FromLong(rq->l2_flush)) ||
 	    put(d, "wall_ms", PyLong_FromUnsignedLong(rq->wall_ms)) ||
-	    put(d, "verdict", text(rq->verdict))) {
+	    put(d, "verdict", text(rq->verdict)) ||
+	    put(d, "language", text(rq->language)) ||
+	    put(d, "precision", text(rq->precision)) ||
+	    put(d, "jit_exec", PyBool_FromLong(proto_request_jit_exec(rq)))) {
 		Py_DECREF(d);
 		return NULL;
 	}

@@ -20,6 +20,8 @@ sym##_end:				\
 EMBED(stark_py_cuda, "evaluator/stark_cuda.py")
 EMBED(stark_py_wire, "evaluator/stark_wire.py")
 EMBED(stark_py_rules, "evaluator/stark_rules.py")
+EMBED(stark_py_lang, "evaluator/stark_lang.py")
+EMBED(stark_py_triton, "evaluator/stark_triton.py")
 EMBED(stark_py_nvcc, "evaluator/stark_nvcc.py")
 EMBED(stark_py_build, "evaluator/stark_build.py")
 EMBED(stark_py_env, "evaluator/stark_env.py")

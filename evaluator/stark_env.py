@@ -495,7 +495,19 @@ def report(device):
     except Exception as e:
         fp, desc, versions = None, "unknown (%s)" % e, {}
     return {"device": device, "checks": out, "toolchain": desc, "toolchain_id": fp,
-            "formats": list(formats(device)), "versions": versions}
+            "formats": list(formats(device)), "versions": versions,
+            "languages": languages(device)}
+
+
+def languages(device):
+    """The kernel languages this machine can judge on the device: one
+    entry each, with what is missing (stark_lang)."""
+    import stark_lang
+    out = []
+    for lang, lack in stark_lang.languages(device).items():
+        out.append({"language": lang, "name": stark_lang.NAMES[lang], "ok": lack is None,
+                    "detail": "can be judged" if lack is None else lack})
+    return out
 
 
 def report_json(device):

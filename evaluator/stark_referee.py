@@ -38,6 +38,7 @@ result.
 """
 
 import importlib
+import os
 import sys
 import tempfile
 import time
@@ -47,6 +48,8 @@ import torch
 
 import _stark
 import stark_cuda
+import stark_lang
+import stark_triton
 import stark_wire as W
 from stark_referee_build import Builds
 from stark_referee_checks import Checks
@@ -163,6 +166,9 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         self.build_mode = None      # None: by stage; "load": a cached build
         self.cuda = str(req["device"]).startswith("cuda")
         self.tmp_cubin = None
+        self.language = "cuda"      # the candidate's kernel language (stark_lang)
+        self.lang_dir = None        # its file and Triton's cache (file languages)
+        self.jit_seen = [0, 0.0, 0]  # Triton kernels compiled, ms, calls
         self.lock_fd = None
         self.window_fd = None           # the output window (stark_wire)
         self.window_size = 0
@@ -268,6 +274,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         # runtime initialized before fork is unusable in the workers.  The
         # reference worker reports a missing device.
         self.load_problem()
+        self.check_language()
         if self.stage == "run":
             self.build_dir = self.req["build_dir"] or None
         else:
@@ -305,6 +312,62 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
                         break
         except OSError:
             pass
+
+    def check_language(self):
+        """The candidate's language, declared or read from its source (never
+        run); `error` where this machine cannot judge it, before any of its
+        code runs.  A file language's solution and Triton's cache get a
+        folder of this evaluation (the jail's private /tmp)."""
+        env = self.res["env"]
+        declared = self.req.get("language") or "auto"
+        lang, how = stark_lang.detect(self.req["solution_src"], declared)
+        self.language = lang
+        env["language"] = "%s (%s)" % (lang, how)
+        env["input_precision"] = self.req.get("precision") or "fp32"
+        lack = stark_lang.missing(lang, self.req["device"])
+        if lack:
+            raise Verdict("error", lack)
+        if declared != "auto":
+            # A package of another known language that the source imports
+            # and this machine lacks is still the machine's lack.
+            seen, why = stark_lang.detect(self.req["solution_src"], "auto")
+            lack = seen != lang and stark_lang.missing(seen, self.req["device"])
+            if lack:
+                raise Verdict("error", "%s (the solution %s)" % (lack, why))
+        if _stark.jailed() and self.stage != "compile":
+            self.restrict_exec(lang)
+        if stark_triton.use_file(lang):
+            # (the compile stage too: a solution that also builds with
+            # load_inline runs its top level, decorators included, there)
+            try:
+                self.lang_dir = tempfile.mkdtemp(prefix="stark-%s-" % lang)
+            except OSError as e:
+                raise Verdict("error", "cannot make the folder for the %s solution's file: "
+                              "%s" % (lang, e))
+
+    def restrict_exec(self, lang):
+        """In a run jail whose filter allows execve for a JIT language
+        (req jit_exec, the orchestrator's rule), only the JIT's tools may be
+        executed from now on: Landlock, set here before any worker is
+        forked, inherited by all of them; the evaluation stops where it
+        cannot be set (fail closed).  A Triton candidate in a jail without
+        exec (a language the orchestrator did not see) is `error` before
+        its JIT would be killed for an exec."""
+        if not self.req.get("jit_exec"):
+            if lang == "triton":
+                raise Verdict("error", "this Triton candidate's imports were not seen by the "
+                              "orchestrator, so its run jail allows no exec for Triton's JIT: "
+                              "judge it with --language triton")
+            return
+        paths = stark_triton.exec_paths()
+        try:
+            _stark.restrict_exec(paths)
+        except OSError as e:
+            raise Verdict("error", "cannot restrict what Triton's JIT may execute in the run "
+                          "jail: %s; Triton candidates need Landlock (Linux 5.13 or later, "
+                          "with landlock in the kernel's lsm= list)" % e)
+        self.res["env"]["exec_allowed"] = cut(", ".join(
+            p for p in paths if os.path.exists(p)), 500)
 
     def load_problem(self):
         name = self.req["problem_name"] or "problem.py"

@@ -256,6 +256,7 @@ class DataPath:
             if timed and self.cuda:
                 self.note_launch(role, replies[role],
                                  self.spin_seen[-1] if args and args.get("queued") else None)
+        self.note_jit(replies.get("cand"), timed and "warm-up" not in what)
         ref_meta, ref_facts = self.fetch_ref(what)
         self.spend("fetch", t)
         self.output_bytes = max(self.output_bytes, sum(sp[2] for sp in ref_meta[1]))

@@ -38,6 +38,14 @@ CALL_FACTOR = 100.0           # or this many times the reference's slowest call
 # exchanges can sway when there are few: timing goes on to this many calls
 # (time allowing) before claims that do not stand are given up.
 JUDGE_MIN_REPS = 30
+JIT_WARMUP_MAX = 16           # warm-up calls added while a JIT still compiles
+
+
+def jit_new(reply):
+    """Kernels the candidate's worker says its call compiled (0 if none)."""
+    jit = reply.get("jit") if isinstance(reply, dict) else None
+    new = jit.get("new") if isinstance(jit, dict) else None
+    return new if type(new) is int and new > 0 else 0
 # Before each timed GPU call the reference worker's flush context holds the
 # GPU with a spin long enough for the caller's launches to queue up behind it
 # (stark_worker_gpu.cmd_flush): SPIN_FACTOR times a model's SPIN_QUANTILE of
@@ -193,6 +201,24 @@ class Timing:
             return self._round_trip(w, self.deadline)
         return self.talk(w, "a no-op round trip", go)
 
+    def note_jit(self, reply, timed):
+        """Kernels the candidate's call compiled (Triton's JIT), as its
+        worker counted them: env triton_jit, the compile stage of a Triton
+        candidate (its first calls, untimed), and triton_jit_timed where a
+        timed call still compiled."""
+        new = jit_new(reply)
+        if not new:
+            return
+        ms = number(reply["jit"].get("ms"))
+        self.jit_seen[0] += new
+        self.jit_seen[1] += ms if ms == ms else 0.0
+        self.jit_seen[2] += 1
+        self.res["env"]["triton_jit"] = "%d kernels compiled in %d calls, %.0f ms" % tuple(
+            self.jit_seen)
+        if timed:
+            self.res["env"]["triton_jit_timed"] = str(
+                int(self.res["env"].get("triton_jit_timed", "0")) + new)
+
     def time_models(self):
         """The timing phase: no-op round trips, warm-up pairs (checked, not
         timed), then timed pairs in alternating order until both medians
@@ -281,13 +307,22 @@ class Timing:
             nplace = min(nplace, self.place_cap)
         if nplace > PLACEMENT_KEEP:
             nplace = self.scan_placements(nplace)
-        for i in range(max(req["warmup"], nplace if nplace > 1 else 0)):
+        warm = max(req["warmup"], nplace if nplace > 1 else 0)
+        i = extra = 0
+        while i < warm:
             if not self.time_left_for(2):
                 break
             what = "warm-up call %d" % (i + 1)
-            bad = self.run_pair("%swarmup-%d" % (lp, i), what, timed=True, slot=i % nplace)[3]
+            _, replies, _, bad = self.run_pair("%swarmup-%d" % (lp, i), what, timed=True,
+                                               slot=i % nplace)
             if bad is not None and not self.lenient:
                 raise Verdict("incorrect", bad)
+            i += 1
+            # A JIT (Triton) that still compiled in this call: warm up once
+            # more, so compiling and autotuning stay out of the timed calls.
+            if jit_new(replies.get("cand")) and extra < JIT_WARMUP_MAX:
+                extra += 1
+                warm = max(warm, i + 1)
         walls = {"ref": [], "cand": []}
         replies_seen = {"ref": [], "cand": []}
 

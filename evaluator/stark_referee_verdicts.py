@@ -36,7 +36,13 @@ from stark_referee_common import Verdict, number
 from stark_referee_compare import RECHECK_SLACK
 from stark_referee_workers import Stopped
 
-KB_PRECISION = "fp32"
+KB_PRECISION = "fp32"   # --precision's default (the request's "precision")
+
+
+def kb_precision(req):
+    """The precision KernelBench's harness runs at for this request."""
+    p = req.get("precision") or KB_PRECISION
+    return p if p in R.KB_TOLERANCE else KB_PRECISION
 
 
 class _KbStop(Exception):
@@ -80,7 +86,8 @@ class Verdicts:
         where its harness cannot run the reference), reason, trials_run,
         trials_passed and max_diff (the largest difference over the
         trials).  Integrity failures raise, as in stark's trials."""
-        tol = R.KB_TOLERANCE[KB_PRECISION]
+        prec = kb_precision(self.req)
+        tol = R.KB_TOLERANCE[prec]
         seeds = R.kb_trial_seeds()
         n = len(seeds)
         kb = {"status": "correct", "reason": "", "trials_run": 0, "trials_passed": 0,
@@ -108,8 +115,9 @@ class Verdicts:
                     raise
                 if v.status == "error":
                     stop = ("error", "KernelBench's harness cannot run this problem's "
-                            "reference on its inputs (every tensor cast to float32): %s; it "
-                            "records a runtime error for every candidate" % v.message)
+                            "reference on its inputs (every tensor cast to %s): %s; it "
+                            "records a runtime error for every candidate"
+                            % (R.KB_DTYPE_NAMES[prec], v.message))
                 else:
                     stop = ("runtime_error", "trial %d: %s" % (t + 1, v.message))
                 kb["trials_run"] = t + 1
@@ -123,8 +131,8 @@ class Verdicts:
             else:
                 fails.append((t + 1, r))
         head = ("%d of %d trials within torch.allclose(atol=rtol=%g) on KernelBench's "
-                "inputs (seed %d, cast to float32)" % (kb["trials_passed"], n, tol,
-                                                        R.KB_SEED))
+                "inputs (seed %d, cast to %s)" % (kb["trials_passed"], n, tol, R.KB_SEED,
+                                                   R.KB_DTYPE_NAMES[prec]))
         if stop is not None:
             kb["status"], kb["reason"] = stop[0], "%s; %s" % (stop[1], head)
             if stop[0] == "error":
@@ -146,7 +154,7 @@ class Verdicts:
         """One KernelBench trial: both workers make its inputs, each model
         runs with the other stopped, the reference worker applies
         torch.allclose.  Returns stark_rules.kb_allclose's figures."""
-        self.gen_inputs("kb-%d" % t, what, extra={"kb": KB_PRECISION, "seed": seed})
+        self.gen_inputs("kb-%d" % t, what, extra={"kb": kb_precision(self.req), "seed": seed})
         replies = {}
         for w, other in ((self.ref, self.cand), (self.cand, self.ref)):
             with Stopped(other):

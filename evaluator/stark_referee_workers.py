@@ -137,7 +137,9 @@ class Workers:
                 "solution_name": self.req["solution_name"] or "solution.py",
                 "solution_src": self.req["solution_src"],
                 "placements": self.req["placements"],
-                "l2_flush": bool(self.req.get("l2_flush", True))}
+                "l2_flush": bool(self.req.get("l2_flush", True)),
+                "language": self.language, "lang_dir": self.lang_dir,
+                "precision": self.req.get("precision") or "fp32"}
 
     def spawn(self, role):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -191,7 +193,7 @@ class Workers:
         # Only now, with the workers gone and their device memory with them,
         # is the reservation given up.
         self.release_memory()
-        for d in (self.tmp_cache, self.tmp_cubin):
+        for d in (self.tmp_cache, self.tmp_cubin, self.lang_dir):
             if d:
                 shutil.rmtree(d, ignore_errors=True)
         if self.window_fd is not None:

@@ -185,6 +185,7 @@ KB_SEED = 42                  # eval_kernel_against_ref's seed_num default
 KB_TRIALS = 5                 # num_correct_trials in every KernelBench script
 KB_TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}   # atol = rtol
 KB_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+KB_DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
 def kb_trial_seeds(seed=KB_SEED, n=KB_TRIALS):

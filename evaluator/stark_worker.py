@@ -47,6 +47,7 @@ import _stark
 import stark_build
 import stark_cuda
 import stark_rules as R
+import stark_triton
 import stark_wire as W
 from stark_worker_gpu import GpuTiming
 from stark_worker_memory import OOM_TYPES, Memory, is_oom
@@ -110,6 +111,10 @@ class Worker(GpuTiming, Outputs, Memory):
         self.problem = problem      # the problem module (trusted)
         self.device = torch.device(cfg["device"])
         self.model = None
+        self.dtype = R.KB_DTYPES.get(cfg.get("precision") or "fp32")
+        if self.dtype == torch.float32:
+            self.dtype = None
+        self.jit_cache = None       # Triton's cache of this evaluation (cand)
         self.inputs = None
         self.outputs = None
         self.snapshot = None
@@ -192,6 +197,16 @@ class Worker(GpuTiming, Outputs, Memory):
             dirs.append(self.cfg["cubin_dir"])
         os.environ["STARK_CUDA_CACHE"] = os.pathsep.join(dirs)
         os.environ["STARK_CUDA_MODE"] = "compile" if self.cfg["stage"] == "compile" else "auto"
+        lang = self.cfg.get("language") or "cuda"
+        folder = self.cfg.get("lang_dir")
+        if stark_triton.use_file(lang) and folder:
+            # Read through inspect: imported from a real file, in this
+            # evaluation's own folder (Triton's cache beside it).
+            if lang == "triton":
+                self.jit_cache = stark_triton.prepare(folder)
+            _stark.narrow()
+            return stark_triton.load(self.cfg["solution_name"], self.cfg["solution_src"],
+                                     folder)
         _stark.narrow()
         return _exec_module("stark_solution", self.cfg["solution_name"],
                             self.cfg["solution_src"])
@@ -222,6 +237,10 @@ class Worker(GpuTiming, Outputs, Memory):
         model = cls(*init)
         if on_device:
             model = model.to(self.device)
+        if self.dtype is not None and isinstance(model, torch.nn.Module):
+            # --precision: weights cast as KernelBench's harness casts them
+            # (model.to(dtype)), in both workers alike.
+            model = model.to(dtype=self.dtype)
         return model, init
 
     def _copy_weights(self, model, init_seed):
@@ -438,6 +457,12 @@ class Worker(GpuTiming, Outputs, Memory):
             else:
                 self._seed_all(seed)
                 items = self._generate()
+            if self.dtype is not None:
+                # --precision: floating inputs cast (integer ones are
+                # indices and counts, kept; KernelBench's own verdict casts
+                # every tensor, as its harness does: _kb_generate).
+                items = [t.to(dtype=self.dtype) if isinstance(t, torch.Tensor) and
+                         t.is_floating_point() else t for t in items]
             if args.get("centre"):
                 # (never with a variant: the precision probe's own inputs)
                 items, centred = R.centre_inputs(items)
@@ -560,11 +585,17 @@ class Worker(GpuTiming, Outputs, Memory):
         self.kept = None
         self.exact = None
         self.exact_j = None
+        jit0 = stark_triton.compiled(self.jit_cache) if self.jit_cache else None
         if self.device.type == "cuda":
             # The pool's context is entered and left outside the timed
             # span.
+            t_jit = time.monotonic()
             with self._in_slot():
                 self.outputs, info = self._timed(self._forward, args.get("queued") is True)
+            if jit0 is not None:
+                # Kernels Triton compiled during this call (diagnostics).
+                new = stark_triton.compiled(self.jit_cache) - jit0
+                info["jit"] = {"new": new, "ms": round((time.monotonic() - t_jit) * 1e3, 1)}
             out = self.outputs
             items = list(out) if isinstance(out, (tuple, list)) else [out]
             if digest:

@@ -151,6 +151,7 @@ static void job_config(const struct zjob *j, struct sandbox_config *cfg,
 	if (m->required)
 		cfg->required = m->required;
 	cfg->insecure = (m->flags & EVAL_ZJOB_INSECURE) != 0;
+	cfg->run_exec = (m->flags & EVAL_ZJOB_EXEC) != 0;
 	cfg->wall_ms = m->wall_ms;
 	cfg->owner_pid = m->owner_pid;
 }
@@ -319,7 +320,7 @@ static const char *check_job(const struct zjob *j, ssize_t n, int nfds)
 	if (nfds != want)
 		return "a job with the wrong number of descriptors";
 	if (m->stage > EVAL_ZSTAGE_RUN || m->nbinds > EVAL_ZBINDS || !m->wall_ms ||
-	    (m->flags & ~(EVAL_ZJOB_INSECURE | EVAL_ZJOB_LOCK | EVAL_ZJOB_JAILED)))
+	    (m->flags & ~(EVAL_ZJOB_INSECURE | EVAL_ZJOB_LOCK | EVAL_ZJOB_JAILED | EVAL_ZJOB_EXEC)))
 		return "a job with a bad stage, flag, bind count or deadline";
 	for (uint32_t i = 0; i < m->nbinds; i++)
 		if (!terminated(m->binds[i].src, sizeof(m->binds[i].src)) ||

@@ -148,6 +148,16 @@ struct proto_request {
 	char *verdict;			/* "verdict": which verdict decides "status":
 					   "stark" or "kernelbench"; "" = stark
 					   [""] (README "Verdicts") */
+	char *language;			/* "language": the candidate's kernel
+					   language: "auto" (read from its
+					   imports and decorators), "cuda",
+					   "triton", "cute", "tilelang" or
+					   "tk"; "" = auto [""] (README
+					   "Languages") */
+	char *precision;		/* "precision": "fp32", "fp16" or
+					   "bf16": floating inputs and weights
+					   cast to it as KernelBench's harness
+					   casts them; "" = fp32 [""] */
 };
 
 struct proto_kv {
@@ -216,6 +226,21 @@ void proto_result_release(struct proto_result *rs);
 const char *proto_status_name(enum proto_status st);
 /* Returns 0 and sets *st, or ST_EINVAL for an unknown name. */
 ST_WUR int proto_status_parse(const char *name, enum proto_status *st);
+
+/*
+ * Whether the candidate's run stage needs exec for its language's JIT
+ * (Triton: ptxas and the C compiler at a kernel's first call): "language"
+ * is "triton", or auto ("" or "auto") and a line of the solution starts
+ * with `import triton` or `from triton` (indented ones too).  The
+ * orchestrator gives such a run jail the RUN+EXEC filter, and the
+ * evaluator restricts what may be exec'd before candidate code runs; both
+ * decide by this one rule.
+ */
+bool proto_request_jit_exec(const struct proto_request *rq);
+
+/* The names "language" and "precision" take (besides ""), NULL-terminated. */
+extern const char *const proto_languages[];
+extern const char *const proto_precisions[];
 
 /*
  * Setters that copy, enforce the field's cap and keep ownership rules.

@@ -66,6 +66,8 @@ static const struct proto_field request_fields[] = {
 	{.key = "l2_flush", .type = PF_BOOL, .off = RQ(l2_flush)},
 	ROW_U32(RQ(wall_ms), "wall_ms", false, 1, PROTO_TIME_MS_MAX),
 	ROW_STR(RQ(verdict), "verdict", false, PROTO_NAME_MAX),
+	ROW_STR(RQ(language), "language", false, PROTO_NAME_MAX),
+	ROW_STR(RQ(precision), "precision", false, PROTO_NAME_MAX),
 };
 
 static const struct proto_field result_fields[] = {
@@ -375,6 +377,67 @@ static int check_status_name(const char *key, const char *v, char *err, size_t e
 	return stark_errbuf(err, errlen, ST_EINVAL, "field \"%s\": \"%s\" is no status", key, q);
 }
 
+/* v is "" or one of the names in list (NULL-terminated). */
+static int check_name(const char *key, const char *v, const char *const *list, const char *what,
+		      char *err, size_t errlen)
+{
+	char q[200];
+
+	if (!v || !*v)
+		return 0;
+	for (size_t i = 0; list[i]; i++)
+		if (!strcmp(v, list[i]))
+			return 0;
+	proto_quote(q, sizeof(q), v, strlen(v));
+	return stark_errbuf(err, errlen, ST_EINVAL, "field \"%s\": \"%s\" is not %s", key, q, what);
+}
+
+/* A line starting (after blanks) with `import triton` or `from triton`,
+ * followed by a blank, a dot, a comma or the line's end. */
+static bool imports_triton(const char *src, size_t len)
+{
+	for (size_t i = 0; i < len;) {
+		size_t j = i, n;
+		const char *w = NULL;
+
+		while (j < len && (src[j] == ' ' || src[j] == '\t'))
+			j++;
+		if (len - j > 7 && !memcmp(src + j, "import", 6) && strchr(" \t", src[j + 6]))
+			w = src + j + 7;
+		else if (len - j > 5 && !memcmp(src + j, "from", 4) && strchr(" \t", src[j + 4]))
+			w = src + j + 5;
+		if (w) {
+			n = (size_t)(w - src);
+			while (n < len && (src[n] == ' ' || src[n] == '\t'))
+				n++;
+			if (len - n >= 6 && !memcmp(src + n, "triton", 6) &&
+			    (len - n == 6 || strchr(" \t.,\r\n", src[n + 6])))
+				return true;
+		}
+		const char *nl = memchr(src + i, '\n', len - i);
+		if (!nl)
+			break;
+		i = (size_t)(nl - src) + 1;
+	}
+	return false;
+}
+
+bool proto_request_jit_exec(const struct proto_request *rq)
+{
+	const char *lang = rq->language ? rq->language : "";
+
+	if (!strcmp(lang, "triton"))
+		return true;
+	if (*lang && strcmp(lang, "auto"))
+		return false;
+	return rq->solution_src &&
+	       imports_triton(rq->solution_src,
+			      rq->solution_len ? rq->solution_len : strlen(rq->solution_src));
+}
+
+const char *const proto_languages[] = {"auto", "cuda", "triton", "cute", "tilelang", "tk", NULL};
+const char *const proto_precisions[] = {"fp32", "fp16", "bf16", NULL};
+
 static int request_check(const void *obj, char *err, size_t errlen)
 {
 	const struct proto_request *rq = obj;
@@ -396,6 +459,11 @@ static int request_check(const void *obj, char *err, size_t errlen)
 		return stark_errbuf(err, errlen, ST_EINVAL,
 				    "field \"min_reps\": %u is above max_reps %u", rq->min_reps,
 				    rq->max_reps);
+	if (check_name("language", rq->language, proto_languages,
+		       "auto, cuda, triton, cute, tilelang or tk", err, errlen) ||
+	    check_name("precision", rq->precision, proto_precisions, "fp32, fp16 or bf16", err,
+		       errlen))
+		return ST_EINVAL;
 	return check_verdict("verdict", rq->verdict, err, errlen);
 }
 

@@ -164,6 +164,10 @@ static void put_result(FILE *out, const json_t *rs)
 	bool first = true;
 
 	fprintf(out, "evaluation:\n    verdict: %s\n", jr_str(rs, "verdict", "?"));
+	if (jr_str(json_object_get(rs, "env"), "language", "")[0])
+		fprintf(out, "    language: %s; precision %s\n",
+			jr_str(json_object_get(rs, "env"), "language", ""),
+			jr_str(json_object_get(rs, "env"), "input_precision", "fp32"));
 	if (jr_str(rs, "message", "")[0]) {
 		fprintf(out, "    message: ");
 		put_text(out, jr_str(rs, "message", ""), "      ");

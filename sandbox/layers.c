@@ -72,7 +72,7 @@ static void probe(void)
 	for (int st = SANDBOX_COMPILE; st <= SANDBOX_RUN; st++) {
 		avail[st] = base | ns;
 		if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 &&
-		    sbx_policy_get((enum sandbox_stage)st, st == SANDBOX_COMPILE, &prog) == 0)
+		    sbx_policy_get((enum sandbox_stage)st, false, st == SANDBOX_COMPILE, &prog) == 0)
 			avail[st] |= SANDBOX_L_SECCOMP;
 	}
 	/* Without a user namespace the rest cannot be built unprivileged, and

@@ -8,6 +8,13 @@
  *   RUN      the run jail, before the evaluator's trusted start-up: embedded
  *            Python, torch and CUDA initialise (AF_UNIX sockets, threads,
  *            driver ioctls); exec only of the jail's own program (below).
+ *   RUN+EXEC the run jail of a candidate whose language compiles at its
+ *            first call (Triton's JIT execs its ptxas and the C compiler):
+ *            RUN with execve allowed.  Which files may be exec'd is not a
+ *            question seccomp can answer (the path is in memory); the
+ *            evaluator's trusted start-up restricts it with Landlock
+ *            (sandbox_restrict_exec, landlock.c) before any candidate code
+ *            runs, and refuses to go on where it cannot.
  *   NARROW   installed by the evaluator (sandbox_narrow) on every thread
  *            before candidate code is loaded: RUN minus what only trusted
  *            start-up needs (the exec descriptor, filters, capset, pidfds).
@@ -337,6 +344,9 @@ static const struct {
     {"semctl", A, A, A, "semaphores (ipc namespace)"},
     /* --- the filter itself --- */
     {"seccomp", D, F, D, "sandbox_narrow() installs the second filter"},
+    {"landlock_create_ruleset", D, A, D, "sandbox_restrict_exec (a JIT's run jail): only restricts"},
+    {"landlock_add_rule", D, A, D, "sandbox_restrict_exec"},
+    {"landlock_restrict_self", D, A, D, "sandbox_restrict_exec"},
     /* Everything else is denied; named here so a reader sees they were meant:
      * ptrace process_vm_readv process_vm_writev pidfd_getfd kcmp (E7);
      * unshare setns mount umount2 pivot_root chroot open_tree move_mount
@@ -380,7 +390,7 @@ static struct {
 	struct sock_filter *prog;
 	unsigned short len;
 	int rc;
-} compiled[4][2]; /* [compile, run, narrow, narrow-in-jail][kill, notify] */
+} compiled[5][2]; /* [compile, run, narrow, narrow-in-jail, run+exec][kill, notify] */
 
 /* Adds one table cell for syscall nr with the stage's deny action. */
 static int add_cell(scmp_filter_ctx ctx, int nr, int cell, uint32_t ok)
@@ -446,6 +456,8 @@ static int add_cell(scmp_filter_ctx ctx, int nr, int cell, uint32_t ok)
 
 static int cell_of(size_t i, int which)
 {
+	if (which == 4) /* RUN+EXEC: the run column, execve allowed */
+		return !strcmp(policy[i].name, "execve") ? A : policy[i].run;
 	return which == 0 ? policy[i].compile : which == 1 ? policy[i].run : policy[i].narrow;
 }
 
@@ -482,7 +494,9 @@ out:
 
 /*
  * Compiles one policy.  which: 0 compile, 1 run, 2 narrow (full allowlist),
- * 3 narrow inside a run jail (the difference; see the top of the file).
+ * 3 narrow inside a run jail (the difference; see the top of the file),
+ * 4 run+exec.  The difference is the same in both run jails: execve is
+ * denied by RUN and NARROW alike, so the filter underneath decides.
  */
 static int build(int which, bool notify, struct sock_filter **prog, unsigned short *len)
 {
@@ -504,7 +518,7 @@ static int build(int which, bool notify, struct sock_filter **prog, unsigned sho
 
 		if (nr == __NR_SCMP_ERROR)
 			continue; /* not on this architecture */
-		if (which < 3)
+		if (which != 3)
 			r = add_cell(ctx, nr, cell_of(i, which), SCMP_ACT_ALLOW);
 		else if (policy[i].narrow == policy[i].run)
 			r = 0; /* the RUN filter underneath decides */
@@ -524,8 +538,8 @@ out:
 
 static void build_all(void)
 {
-	for (int w = 0; w < 4; w++)
-		for (int n = 0; n < (w >= 2 ? 1 : 2); n++)
+	for (int w = 0; w < 5; w++)
+		for (int n = 0; n < (w == 2 || w == 3 ? 1 : 2); n++)
 			compiled[w][n].rc = build(w, n, &compiled[w][n].prog, &compiled[w][n].len);
 }
 
@@ -539,11 +553,11 @@ static int get(int which, bool notify, struct sock_fprog *out)
 	return 0;
 }
 
-int sbx_policy_get(enum sandbox_stage stage, bool notify, struct sock_fprog *out)
+int sbx_policy_get(enum sandbox_stage stage, bool run_exec, bool notify, struct sock_fprog *out)
 {
 	if (stage != SANDBOX_COMPILE && stage != SANDBOX_RUN)
 		return ST_EINVAL;
-	return get(stage == SANDBOX_COMPILE ? 0 : 1, notify, out);
+	return get(stage == SANDBOX_COMPILE ? 0 : run_exec ? 4 : 1, notify, out);
 }
 
 const char *sbx_policy_name(enum sandbox_stage stage)

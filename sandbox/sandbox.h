@@ -104,6 +104,12 @@ struct sandbox_config {
 	const char *workdir;	/* cwd inside the jail (NULL = /tmp, the scratch) */
 	unsigned required;	/* layers the caller insists on [all; none: fds,env] */
 	bool insecure;		/* run even when required layers are missing */
+	bool run_exec;		/* SANDBOX_RUN only: the filter allows execve
+				   (RUN+EXEC, policy.c), for a JIT that execs
+				   its compiler at first call; the program
+				   must restrict what may be exec'd
+				   (sandbox_restrict_exec) before it runs
+				   untrusted code [false] */
 	pid_t owner_pid;	/* the pid the cgroup is named after (0: ours); see
 				   sandbox_spawn_fn() */
 };
@@ -270,6 +276,24 @@ bool sandbox_compat_entry(void);
  * ST_EDENIED if capabilities remain.
  */
 ST_WUR int sandbox_narrow(void);
+
+/*
+ * Landlock: from now on, this process and everything it forks or execs may
+ * execute only the files named by paths (NULL-terminated; a folder allows
+ * every file beneath it; symbolic links are followed, so /usr/bin/gcc
+ * allows its target) -- every other execve fails with EACCES, the ELF
+ * interpreter of an allowed program included, so it must be listed too.
+ * Paths that do not exist are skipped and counted in *skipped (may be
+ * NULL).  Needs no_new_privs (set in every jail; sandbox_narrow sets it
+ * too).  Other file access is left as it was (the jail's mounts decide).
+ * Returns 0, ST_EDENIED where the kernel has no Landlock (Linux < 5.13 or
+ * not enabled), or ST_ESYS; err names the step.
+ */
+/* The kernel's Landlock ABI version (>= 1), or 0 where it has none. */
+int sandbox_landlock_abi(void);
+
+ST_WUR int sandbox_restrict_exec(const char *const *paths, size_t *skipped, char *err,
+				 size_t errlen);
 
 /* Name of a syscall number on this architecture ("socket"), or NULL;
  * borrowed until the next call from this thread. */

@@ -97,7 +97,9 @@ ST_NORETURN void sbx_child(const struct sbx_plan *p);
 
 /* policy.c */
 /* Compiles the filter for a stage (cached; owned by policy.c). */
-ST_WUR int sbx_policy_get(enum sandbox_stage stage, bool notify, struct sock_fprog *out);
+/* run_exec: the run stage's RUN+EXEC policy (sandbox_config.run_exec). */
+ST_WUR int sbx_policy_get(enum sandbox_stage stage, bool run_exec, bool notify,
+			  struct sock_fprog *out);
 const char *sbx_policy_name(enum sandbox_stage stage);
 /* NARROW: the difference to RUN inside a run jail, a full allowlist outside. */
 ST_WUR int sbx_policy_narrow(bool in_jail, struct sock_fprog *out);

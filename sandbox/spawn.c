@@ -503,7 +503,8 @@ static int prepare(struct sandbox_child *c, const struct sandbox_config *cfg, st
 	if (c->layers & SANDBOX_L_SECCOMP) {
 		/* The jail's filter reports denied calls to us (policy.c). */
 		plan->filter_notify = true;
-		rc = sbx_policy_get(cfg->stage, plan->filter_notify, &plan->filter);
+		rc = sbx_policy_get(cfg->stage, cfg->stage == SANDBOX_RUN && cfg->run_exec,
+				    plan->filter_notify, &plan->filter);
 		if (rc)
 			return rc;
 	}

@@ -37,7 +37,8 @@ int prompt_file_name(enum prompt_file f, const char *format, char *buf, size_t l
 
 	if ((unsigned)f >= PROMPT_COUNT || !len)
 		return ST_EINVAL;
-	if (f == PROMPT_FORMAT && strcmp(format, "fast") && strcmp(format, "kernelbench"))
+	if (f == PROMPT_FORMAT && strcmp(format, "fast") && strcmp(format, "kernelbench") &&
+	    strcmp(format, "triton"))
 		return ST_EINVAL;
 	n = snprintf(buf, len, file_names[f], format);
 	return n < 0 || (size_t)n >= len ? ST_ETOOBIG : 0;

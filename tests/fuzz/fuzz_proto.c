@@ -54,6 +54,9 @@ static void request_round_trip(const void *data, size_t size)
 		proto_request_release(&a); /* harmless after a failure */
 		return;
 	}
+	/* the run jail's exec rule reads the solution's untrusted bytes */
+	if (proto_request_jit_exec(&a) != proto_request_jit_exec(&a))
+		abort();
 	dbuf_init(&f1, PROTO_PREFIX_LEN + PROTO_FRAME_MAX);
 	dbuf_init(&f2, PROTO_PREFIX_LEN + PROTO_FRAME_MAX);
 	if (proto_request_encode(&a, &f1) ||

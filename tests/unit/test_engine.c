@@ -514,6 +514,23 @@ START_TEST(prompts_load)
 	for (int i = 0; i < PROMPT_COUNT; i++)
 		ck_assert_ptr_nonnull(p.text[i]);
 	ck_assert_ptr_nonnull(strstr(p.text[PROMPT_FORMAT], "stark_cuda"));
+	ck_assert_ptr_nonnull(strstr(p.text[PROMPT_PLAN], "CUDA"));
+	prompt_release(&p);
+	/* the Triton format: its own format document, and its own variants of
+	 * the prompts that speak of the kernel language (plan_triton.txt, ...);
+	 * the others (code.txt) shared */
+	ck_assert_msg(run_prompts_load("prompts", "triton", &p, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_ptr_nonnull(strstr(p.text[PROMPT_FORMAT], "@triton.jit"));
+	for (int i = 0; i < PROMPT_COUNT; i++) {
+		ck_assert_ptr_nonnull(p.text[i]);
+		if (i != PROMPT_RETRY)
+			ck_assert_msg(!strstr(p.text[i], "CUDA kernel") && !strstr(p.text[i], "CUDA source"),
+				      "prompt %d speaks of CUDA", i);
+	}
+	ck_assert_ptr_nonnull(strstr(p.text[PROMPT_PLAN], "@triton.jit"));
+	ck_assert_ptr_nonnull(strstr(p.text[PROMPT_DEBUG], "tl.load"));
+	ck_assert_ptr_nonnull(strstr(p.text[PROMPT_SYSTEM], "Triton kernels"));
+	ck_assert_ptr_nonnull(strstr(p.text[PROMPT_SAMPLE], "Triton"));
 	prompt_release(&p);
 	ck_assert_int_ne(run_prompts_load("/nonexistent-dir", "kernelbench", &p, err, sizeof(err)), 0);
 	ck_assert_ptr_nonnull(strstr(err, "/nonexistent-dir/system.txt"));
@@ -526,6 +543,24 @@ START_TEST(prompts_load)
 	ck_assert_int_ne(run_prompts_load(dir, "fast", &p, err, sizeof(err)), 0);
 	ck_assert_msg(strstr(err, "plan.txt"), "%s", err);
 	ck_assert_ptr_null(p.text[0]);
+	/* a format's variant is used where it exists, the base elsewhere */
+	{
+		static const char *const names[] = {"plan.txt", "code.txt", "debug.txt", "sample.txt",
+						    "reflect.txt", "format_triton.txt",
+						    "format_kernelbench.txt"};
+
+		for (size_t i = 0; i < ST_ARRAY_LEN(names); i++)
+			write_file(names[i], names[i], path, sizeof(path));
+		write_file("plan_triton.txt", "triton plan", path, sizeof(path));
+		ck_assert_msg(run_prompts_load(dir, "triton", &p, err, sizeof(err)) == 0, "%s", err);
+		ck_assert_str_eq(p.text[PROMPT_PLAN], "triton plan");
+		ck_assert_str_eq(p.text[PROMPT_DEBUG], "debug.txt");
+		ck_assert_str_eq(p.text[PROMPT_FORMAT], "format_triton.txt");
+		prompt_release(&p);
+		ck_assert_msg(run_prompts_load(dir, "kernelbench", &p, err, sizeof(err)) == 0, "%s", err);
+		ck_assert_str_eq(p.text[PROMPT_PLAN], "plan.txt");
+		prompt_release(&p);
+	}
 	rmstore();
 }
 END_TEST

@@ -235,10 +235,11 @@ START_TEST(request_dict)
 	fill_request(&rq, "p\xc3\xa9", "s");
 	rq.stage = PROTO_STAGE_RUN;
 	expect_eval(&rq, "sorted(req)",
-		    "['atol16', 'atol32', 'build_dir', 'cache_dir', 'device', 'format', 'id', 'l2_flush', 'max_reps', "
-		    "'max_time_ms', 'min_reps', 'placements', 'problem_name', 'problem_src', 'rtol16', "
-		    "'rtol32', 'solution_name', 'solution_src', 'stage', 'target_rse', 'timing', "
-		    "'trials', 'verdict', 'wall_ms', 'warmup']");
+		    "['atol16', 'atol32', 'build_dir', 'cache_dir', 'device', 'format', 'id', 'jit_exec', "
+		    "'l2_flush', 'language', 'max_reps', 'max_time_ms', 'min_reps', 'placements', "
+		    "'precision', 'problem_name', 'problem_src', 'rtol16', 'rtol32', 'solution_name', "
+		    "'solution_src', 'stage', 'target_rse', 'timing', 'trials', 'verdict', 'wall_ms', "
+		    "'warmup']");
 	expect_eval(&rq, "'seed' in req or any(str(0x5eed5eed5eed) in repr(v) for v in req.values())",
 		    "False");
 	expect_eval(&rq, "(req['stage'], req['trials'], req['timing'], req['device'])",
@@ -523,6 +524,116 @@ START_TEST(precision_rules)
 }
 END_TEST
 
+/* The candidate's language: declared, or read from imports, decorators
+   and includes without running the source; a language this machine lacks
+   is an `error` message naming the package (never the candidate's). */
+START_TEST(languages)
+{
+	expect_eval(NULL, "stark_lang.detect(b'import torch\\nfrom torch.utils.cpp_extension import load_inline\\n')",
+		    "('cuda', \"no other language's import\")");
+	expect_eval(NULL,
+		    "stark_lang.detect(b'import torch\\nimport triton\\nimport triton.language as tl\\n"
+		    "@triton.jit\\ndef k(x):\\n    pass\\n')",
+		    "('triton', 'imports triton (line 2), @triton.jit')");
+	expect_eval(NULL,
+		    "stark_lang.detect(b'from triton import jit\\n@jit\\ndef k(x):\\n    pass\\n')[0]",
+		    "triton");
+	/* autotune stacked on jit, called decorators */
+	expect_eval(NULL,
+		    "stark_lang.detect(b'import triton\\n@triton.autotune(configs=[], key=[])\\n"
+		    "@triton.jit\\ndef k(x):\\n    pass\\n')[1]",
+		    "imports triton (line 1), @triton.autotune");
+	expect_eval(NULL, "stark_lang.detect(b'import cutlass\\nimport cutlass.cute as cute\\n')[0]",
+		    "cute");
+	expect_eval(NULL, "stark_lang.detect(b'import tilelang\\nimport tilelang.language as T\\n')[0]",
+		    "tilelang");
+	expect_eval(NULL,
+		    "stark_lang.detect(b'src = \"\"\"#include \"kittens.cuh\"\\n\"\"\"\\n')",
+		    "('tk', 'includes kittens.cuh')");
+	/* a source that does not parse: the text search, then CUDA */
+	expect_eval(NULL, "stark_lang.detect(b'import triton\\ndef (:\\n')",
+		    "('triton', 'imports triton (source does not parse)')");
+	expect_eval(NULL, "stark_lang.detect(b'def (:\\n')[0]", "cuda");
+	/* a word in a string or comment is no import */
+	expect_eval(NULL, "stark_lang.detect(b'# not triton\\nx = \"import triton\"\\n')[0]", "cuda");
+	/* declared wins over the source */
+	expect_eval(NULL, "stark_lang.detect(b'import triton\\n', 'cuda')", "('cuda', 'declared')");
+	expect_raises("stark_lang.detect(b'', 'rust')", "unknown language");
+	/* what is missing: CUDA never; the others name their package */
+	expect_eval(NULL, "stark_lang.missing('cuda', 'cpu')", "None");
+	expect_eval(NULL, "'needs a GPU' in stark_lang.missing('triton', 'cpu')", "True");
+	expect_eval(NULL,
+		    "(lambda m: m is None or \"package 'triton'\" in m)(stark_lang.missing('triton', 'cuda'))",
+		    "True");
+	expect_eval(NULL, "\"package 'stark_no_such_module'\" in (stark_lang.PACKAGES.__setitem__("
+		    "'tilelang', ('stark_no_such_module', 'x')) or stark_lang.missing('tilelang', 'cuda'))",
+		    "True");
+	expect_eval(NULL, "'THUNDERKITTENS_ROOT' in stark_lang.missing('tk', 'cuda', {})", "True");
+	expect_eval(NULL,
+		    "(lambda d: (__import__('os').makedirs(d + '/include', exist_ok=True),"
+		    " open(d + '/include/kittens.cuh', 'w').close(),"
+		    " stark_lang.missing('tk', 'cuda', {'THUNDERKITTENS_ROOT': d}))[2])"
+		    "(__import__('tempfile').mkdtemp())",
+		    "None");
+	expect_eval(NULL, "sorted(stark_lang.languages('cpu'))",
+		    "['cuda', 'cute', 'tilelang', 'tk', 'triton']");
+}
+END_TEST
+
+/* A file language's solution is imported from a real file (inspect reads
+   it), in the evaluation's folder; Triton's folders point there. */
+START_TEST(language_files)
+{
+	expect_eval(NULL,
+		    "(lambda d: (lambda m: (m.__name__, __import__('inspect').getsource(m.f).strip(),"
+		    " m.__file__ == d + '/my_sol.py'))(stark_triton.load('x/my-sol.py',"
+		    " b'def f():\\n    return 1\\n', d)))(__import__('tempfile').mkdtemp())",
+		    "('stark_solution', 'def f():\\n    return 1', True)");
+	/* an existing file (a link planted there) is never written through */
+	expect_raises("(lambda d: (__import__('os').symlink('/dev/null', d + '/s.py'),"
+		      " stark_triton.load('s.py', b'', d)))(__import__('tempfile').mkdtemp())",
+		      "File exists");
+	expect_eval(NULL,
+		    "(lambda d: (lambda c: (c == d + '/cache', __import__('os').environ['TRITON_CACHE_DIR'] == c,"
+		    " __import__('os').environ['TRITON_HOME'] == d, 'TRITON_INTERPRET' in __import__('os').environ,"
+		    " stark_triton.compiled(c)))(stark_triton.prepare(d)))("
+		    "(__import__('os').environ.__setitem__('TRITON_INTERPRET', '1'), __import__('tempfile').mkdtemp())[1])",
+		    "(True, True, True, False, 0)");
+	expect_eval(NULL,
+		    "(lambda c: ([__import__('os').makedirs(c + '/' + k) for k in ('a', 'b')],"
+		    " [open(c + p, 'w').close() for p in ('/a/k.json', '/a/k.cubin', '/a/__grp__k.json',"
+		    " '/b/j.json', '/x.so')], stark_triton.compiled(c))[2])(__import__('tempfile').mkdtemp())",
+		    "2");
+	expect_eval(NULL, "stark_triton.compiled('/nonexistent/stark')", "0");
+	/* what Triton's JIT may exec: its tools' folder (when installed), the
+	   compiler, the interpreter; never a shell or python */
+	expect_eval(NULL,
+		    "(lambda p: ('/usr/lib/gcc' in p, '/lib64/ld-linux-x86-64.so.2' in p,"
+		    " any(x.endswith('/sh') or 'python' in x for x in p)))(stark_triton.exec_paths("
+		    "{'PATH': '/usr/bin:/bin'}))",
+		    "(True, True, False)");
+	/* Landlock, in a forked child (it cannot be undone): a shell refused,
+	   an allowed program run */
+	if (access("/usr/bin/true", X_OK) == 0 && access("/bin/sh", X_OK) == 0)
+		expect_eval(NULL,
+			    "(lambda ns: (exec('import os\\n"
+			    "pid = os.fork()\\n"
+			    "if pid == 0:\\n"
+			    "    try:\\n"
+			    "        _stark.restrict_exec([\\'/usr/bin/true\\', \\'/lib64/ld-linux-x86-64.so.2\\',"
+			    " \\'/no/such\\'])\\n"
+			    "        try:\\n"
+			    "            os.execv(\\'/bin/sh\\', [\\'sh\\', \\'-c\\', \\'exit 5\\'])\\n"
+			    "        except PermissionError:\\n"
+			    "            os.execv(\\'/usr/bin/true\\', [\\'true\\'])\\n"
+			    "    finally:\\n"
+			    "        os._exit(9)\\n"
+			    "rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\\n', ns), ns['rc'])[1])"
+			    "({'_stark': __import__('_stark')})",
+			    "0");
+}
+END_TEST
+
 /* KernelBench's verdict, replicated: its trial seeds (torch.manual_seed(42)
    then randint per trial), its input processing (every tensor cast to the
    precision, integers too), torch.allclose with the reference's output
@@ -541,6 +652,13 @@ START_TEST(kb_rules)
 		    " torch.tensor([0.5], dtype=torch.float64), 7))]",
 		    "[(torch.float32, [1.0, 2.0]), (torch.float32, [0.5]), 7]");
 	expect_eval(NULL, "stark_rules.KB_TOLERANCE", "{'fp32': 0.0001, 'fp16': 0.01, 'bf16': 0.01}");
+	expect_eval(NULL,
+		    "[(x.dtype, x.tolist()) for x in (stark_rules.kb_process_input(v, 'cpu', 'bf16') for v"
+		    " in (torch.tensor([1, 2]), torch.tensor([0.5])))]",
+		    "[(torch.bfloat16, [1.0, 2.0]), (torch.bfloat16, [0.5])]");
+	expect_eval(NULL, "(stark_referee_verdicts.kb_precision({'precision': 'fp16'}),"
+		    " stark_referee_verdicts.kb_precision({'precision': ''}),"
+		    " stark_referee_verdicts.kb_precision({}))", "('fp16', 'fp32', 'fp32')");
 	/* the argument order: allclose(reference, candidate) */
 	expect_eval(NULL,
 		    "(stark_rules.kb_allclose(torch.tensor([2.0]), torch.tensor([1.0]), 0.0, 0.5)['close'],"
@@ -1683,6 +1801,8 @@ static Suite *evaluator_suite(void)
 	tcase_add_test(pieces, scale_rules);
 	tcase_add_test(pieces, precision_rules);
 	tcase_add_test(pieces, kb_rules);
+	tcase_add_test(pieces, languages);
+	tcase_add_test(pieces, language_files);
 	tcase_add_test(pieces, op_rules);
 	tcase_add_test(pieces, inputs_and_digests);
 	tcase_add_test(pieces, stream_pieces);

@@ -631,6 +631,74 @@ START_TEST(nan_round_trip)
 }
 END_TEST
 
+/* Which run jails allow exec for a JIT: Triton declared, or auto and a line
+ * importing triton; never a mention elsewhere, another language, or a
+ * module whose name only starts with triton. */
+START_TEST(request_jit_exec)
+{
+	static const struct {
+		const char *lang, *src;
+		bool want;
+	} cases[] = {
+	    {"triton", "x = 1\n", true},
+	    {"auto", "import torch\nimport triton\n", true},
+	    {"", "import triton.language as tl\n", true},
+	    {NULL, "from triton import jit\n", true},
+	    {"auto", "def f():\n    import triton\n", true},
+	    {"auto", "import triton", true},
+	    {"auto", "import triton, torch\n", true},
+	    {"auto", "from\ttriton.language import core\r\n", true},
+	    {"cuda", "import triton\n", false},
+	    {"tilelang", "import triton\n", false},
+	    {"auto", "# import triton\n", false},
+	    {"auto", "x = 'import triton'\n", false},
+	    {"auto", "import tritonclient\n", false},
+	    {"auto", "import torch\n", false},
+	    {"auto", "", false},
+	};
+
+	for (size_t i = 0; i < ST_ARRAY_LEN(cases); i++) {
+		struct proto_request rq;
+
+		proto_request_init(&rq);
+		rq.language = (char *)cases[i].lang;
+		rq.solution_src = (char *)cases[i].src;
+		ck_assert_msg(proto_request_jit_exec(&rq) == cases[i].want, "case %zu: %s", i,
+			      cases[i].src);
+	}
+}
+END_TEST
+
+/* "language" and "precision": "" or one of their names. */
+START_TEST(request_language_precision)
+{
+	struct proto_request rq;
+	char err[256];
+
+	proto_request_init(&rq);
+	rq.id = (char *)"x";
+	rq.device = (char *)"cpu";
+	rq.format = (char *)"kernelbench";
+	rq.problem_src = (char *)"p";
+	rq.solution_src = (char *)"s";
+	for (size_t i = 0; proto_languages[i]; i++) {
+		rq.language = (char *)proto_languages[i];
+		ck_assert_int_eq(proto_request_check(&rq, err, sizeof(err)), 0);
+	}
+	for (size_t i = 0; proto_precisions[i]; i++) {
+		rq.precision = (char *)proto_precisions[i];
+		ck_assert_int_eq(proto_request_check(&rq, err, sizeof(err)), 0);
+	}
+	rq.language = (char *)"rust";
+	ck_assert_int_eq(proto_request_check(&rq, err, sizeof(err)), ST_EINVAL);
+	ck_assert_msg(strstr(err, "\"language\"") && strstr(err, "rust"), "%s", err);
+	rq.language = NULL;
+	rq.precision = (char *)"fp8";
+	ck_assert_int_eq(proto_request_check(&rq, err, sizeof(err)), ST_EINVAL);
+	ck_assert_msg(strstr(err, "\"precision\"") && strstr(err, "fp16"), "%s", err);
+}
+END_TEST
+
 START_TEST(request_defaults)
 {
 	struct proto_request d, rq;
@@ -1924,6 +1992,8 @@ static Suite *proto_suite(void)
 	TCase *gen = tcase_create("seeds");
 
 	tcase_add_test(tc, request_round_trip);
+	tcase_add_test(tc, request_jit_exec);
+	tcase_add_test(tc, request_language_precision);
 	tcase_add_test(tc, result_round_trip);
 	tcase_add_test(tc, nan_round_trip);
 	tcase_add_test(tc, request_defaults);

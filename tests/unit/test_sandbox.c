@@ -1006,7 +1006,62 @@ END_TEST
 /* ---- function mode: sandbox_spawn_fn ---- */
 
 /* What the jailed function does; it prints what it finds on fd 1. */
-enum fn_act { FN_ROOT, FN_EXEC, FN_SOCKET, FN_SPIN, FN_EXIT7, FN_STATE };
+enum fn_act { FN_ROOT, FN_EXEC, FN_SOCKET, FN_SPIN, FN_EXIT7, FN_STATE, FN_JIT };
+
+/* fork, execve, wait: the exit status, or 1000 + the errno of a failed
+ * execve (reported by the child's exit code). */
+static int spawn_wait(char *const argv[])
+{
+	extern char **environ;
+	int st;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		execve(argv[0], argv, environ);
+		_exit(errno == EACCES ? 200 : 201);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		return -1;
+	if (!WIFEXITED(st))
+		return -2;
+	return WEXITSTATUS(st) == 200 ? 1000 + EACCES : WEXITSTATUS(st);
+}
+
+/* What a Triton JIT does in the run jail (RUN+EXEC): only the compiler's
+ * files executable (the trusted start-up's step), then narrowed (as a
+ * candidate's worker is); a C file built into a shared object, and a shell
+ * refused. */
+static void fn_jit(void)
+{
+	static const char *const allow[] = {"/usr/bin/gcc", "/usr/bin/cc", "/usr/bin/as",
+					    "/usr/bin/ld", "/usr/lib/gcc", "/usr/libexec/gcc",
+					    "/lib64/ld-linux-x86-64.so.2", "/no/such/ptxas", NULL};
+	char *const cc[] = {(char *)"/usr/bin/gcc", (char *)"-shared", (char *)"-fPIC",
+			    (char *)"-O1", (char *)"/tmp/j.c", (char *)"-o", (char *)"/tmp/j.so",
+			    NULL};
+	char *const sh[] = {(char *)"/bin/sh", (char *)"-c", (char *)"true", NULL};
+	char err[256] = "";
+	size_t skipped = 9;
+	int rc_cc, so;
+	FILE *f;
+
+	if (sandbox_restrict_exec(allow, &skipped, err, sizeof(err))) {
+		printf("restrict: %s\n", err);
+		return;
+	}
+	if (sandbox_narrow() < 0) {
+		printf("narrow failed\n");
+		return;
+	}
+	f = fopen("/tmp/j.c", "w");
+	if (!f)
+		return;
+	fputs("int jit_add(int a, int b) { return a + b; }\n", f);
+	fclose(f);
+	rc_cc = spawn_wait(cc);
+	so = access("/tmp/j.so", F_OK) == 0;
+	printf("skipped %zu cc %d so %d sh %d\n", skipped, rc_cc, so, spawn_wait(sh));
+}
 
 /* The names the function-mode tests give their processes (set by run_fn,
  * read in the jail after the fork). */
@@ -1043,6 +1098,9 @@ static int fn_body(void *arg)
 		fflush(stdout);
 		execve(argv[0], argv, environ);
 		printf("exec-worked\n");
+		break;
+	case FN_JIT:
+		fn_jit();
 		break;
 	case FN_SOCKET:
 		socket(AF_INET, SOCK_STREAM, 0);
@@ -1129,6 +1187,31 @@ START_TEST(fn_cannot_exec)
 	/* The compile jail allows the toolchain's execs, from a function too. */
 	run_fn(SANDBOX_COMPILE, NULL, FN_EXEC);
 	assert_exit(0);
+}
+END_TEST
+
+static void tweak_run_exec(struct sandbox_config *cfg)
+{
+	cfg->run_exec = true;
+}
+
+/* RUN+EXEC (a JIT language's run jail): execve passes the filter, Landlock
+ * decides which files: the compiler's run, a shell is refused (EACCES),
+ * and what stays forbidden is still a reported kill. */
+START_TEST(fn_run_exec_landlock)
+{
+	if (access("/usr/bin/gcc", X_OK))
+		return;
+	run_fn(SANDBOX_RUN, tweak_run_exec, FN_JIT);
+	assert_exit(0);
+	/* (absent paths are skipped: /usr/libexec/gcc on Debian, our ptxas) */
+	ck_assert_msg(str_starts(R.out, "skipped ") && strstr(R.out, " cc 0 so 1 sh 1013\n"), "%s",
+		      R.out);
+	run_fn(SANDBOX_RUN, tweak_run_exec, FN_SOCKET);
+	assert_seccomp("socket");
+	/* without run_exec, the same jail kills the first exec */
+	run_fn(SANDBOX_RUN, NULL, FN_JIT);
+	assert_seccomp("execve");
 }
 END_TEST
 
@@ -1273,6 +1356,7 @@ static Suite *suite(void)
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, fn_sees_the_jail);
 	tcase_add_test(t, fn_cannot_exec);
+	tcase_add_test(t, fn_run_exec_landlock);
 	tcase_add_test(t, fn_seccomp_names_the_call);
 	tcase_add_test(t, fn_deadline_kills_the_tree);
 	tcase_add_test(t, fn_exit_code);

@@ -1,0 +1,20 @@
+#!/bin/bash
+# 31 honest Triton kernels for KernelBench level-1 and level-2 problems
+# (tests/gpu/triton/kernels/: elementwise, softmax, norms, reductions, a
+# scan, tl.dot matmuls, fused GEMM chains), each judged against
+# KernelBench's own problem (from $KB, default .kb/checkout) at reduced
+# sizes: all `correct`, language triton, no flags.  The speedups are in the
+# TAP lines; tests/gpu/triton/judge.py --real gives KernelBench's sizes.
+# Skips without a GPU, triton or the checkout.  Two to four minutes.
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${STARK_BUILD:-build}
+PY=$(scripts/find-python) || { echo "1..0 # skip no python with torch"; exit 0; }
+if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+	echo "1..0 # skip no usable CUDA device"
+	exit 0
+fi
+if ! "$PY" -c 'import triton' >/dev/null 2>&1; then
+	echo "1..0 # skip triton is not importable here"
+	exit 0
+fi
+exec "$PY" tests/gpu/triton/judge.py --tap --stark "$BUILD/stark" --jobs "${STARK_GPU_JOBS:-4}"

@@ -1,0 +1,31 @@
+# Cheat: the kernel is left running on a side stream that nobody waits
+# for, so an event on the current stream closes before the work is done.
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def affine_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x * 1.5 + 0.25, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.side = None
+
+    def forward(self, x):
+        if self.side is None:
+            self.side = torch.cuda.Stream()
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        self.side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.side):
+            affine_kernel[(triton.cdiv(n, 4096),)](x, out, n, BLOCK=4096, num_warps=8)
+        return out

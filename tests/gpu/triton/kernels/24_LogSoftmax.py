@@ -1,0 +1,43 @@
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def log_softmax_kernel(x_ptr, out_ptr, ncols, BLOCK: tl.constexpr):
+    # One program a row, two passes over it: an online max and sum of
+    # exponentials (per lane, merged at the end), then the outputs.
+    row = tl.program_id(0).to(tl.int64)
+    base = x_ptr + row * ncols
+    obase = out_ptr + row * ncols
+    cols = tl.arange(0, BLOCK)
+    m = tl.full((BLOCK,), -3.0e38, tl.float32)
+    s = tl.zeros((BLOCK,), tl.float32)
+    for start in range(0, ncols, BLOCK):
+        mask = start + cols < ncols
+        x = tl.load(base + start + cols, mask=mask, other=-float("inf"))
+        m_new = tl.maximum(m, x)
+        s = s * tl.exp(m - m_new) + tl.exp(x - m_new)
+        m = m_new
+    mx = tl.max(m, 0)
+    total = tl.sum(s * tl.exp(m - mx), 0)
+    shift = mx + tl.log(total)
+    for start in range(0, ncols, BLOCK):
+        mask = start + cols < ncols
+        x = tl.load(base + start + cols, mask=mask, other=0.0)
+        tl.store(obase + start + cols, x - shift, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim: int = 1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        assert x.dim() == 2 and self.dim in (1, -1)
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        rows, cols = x.shape
+        log_softmax_kernel[(rows,)](x, out, cols, BLOCK=2048, num_warps=8)
+        return out

@@ -1,0 +1,31 @@
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def new_gelu_kernel(x_ptr, out_ptr, n, a, BLOCK: tl.constexpr):
+    # GPT's tanh GELU, one pass: BLOCK elements a program, 64-bit offsets.
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    u = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    t = tl.exp(-2.0 * tl.abs(u))
+    th = (1.0 - t) / (1.0 + t)
+    th = tl.where(u < 0, -th, th)
+    y = 0.5 * x * (1.0 + th)
+    tl.store(out_ptr + offs, y, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        pass
+
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        new_gelu_kernel[(triton.cdiv(n, 4096),)](x, out, n, 0.0, BLOCK=4096, num_warps=8)
+        return out
