@@ -106,18 +106,11 @@ def op_shares(times, work, wall_us):
     return ranked, share
 
 
-# The precision rule (probe_precision): flagged when, on a judged call, the
-# candidate's RMS error against the float64 result is over PRECISION_IN_MAX
-# times the noise rounding the inputs to float32 puts in that result and
-# over PRECISION_REF_MAX times the float32 reference's own error
-# (stark_rules.precision_ratios).  Measured (scripts/precision-study, zero-
-# mean inputs): honest float32 orders reach 20 and 44 times the input noise
-# at K = 4096 and 16384 (85 at 65536), TF32, float16 and bfloat16 operands,
-# float16 accumulation and float16 results at least 2970 times it; and
-# against the reference's own error honest orders reach 13, 24 and 47 at
-# those sizes, downcasts at least 158, 86 and 40.
-PRECISION_IN_MAX = 256.0
-PRECISION_REF_MAX = 32.0
+# The precision rule (probe_precision, judge_precision): its limits and why
+# they hold at every size are stark_rules' (PRECISION_IN_MAX,
+# PRECISION_REF_MAX, precision_flagged).
+PRECISION_IN_MAX = R.PRECISION_IN_MAX
+PRECISION_REF_MAX = R.PRECISION_REF_MAX
 
 
 def _int_list(v):
@@ -242,7 +235,7 @@ class Checks:
                          "(%.3g), %.3g times the input-rounding noise (%.3g)" % (
                              what, i, st["e_cand"], r_ref, st["e_ref"], r_in,
                              st["e_in"]))
-            if r_in > PRECISION_IN_MAX and r_ref > PRECISION_REF_MAX and (
+            if R.precision_flagged(r_ref, r_in) and (
                     worst is None or r_in > worst[1]):
                 worst = (what, r_in, r_ref, i)
         if notes:
@@ -252,7 +245,9 @@ class Checks:
                 "on the %s, output %d is %.3g times further from the float64 result than "
                 "rounding the inputs to float32 puts it and %.3g times further than the "
                 "float32 reference (limits %g and %g): a narrower type (TF32, float16, "
-                "bfloat16) or an approximation somewhere in its computation"
+                "bfloat16), a float32 accumulator that truncates (tensor cores' MMA "
+                "accumulator carried across the whole sum) or an approximation "
+                "somewhere in its computation"
                 % (worst[0], worst[3], worst[1], worst[2], PRECISION_IN_MAX,
                    PRECISION_REF_MAX)))
 

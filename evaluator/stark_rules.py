@@ -135,6 +135,60 @@ def precision_stats(got, want, exact, jittered=None):
     return res
 
 
+# The precision rule: a judged output is flagged reduced_precision when its
+# RMS error against the float64 result is over PRECISION_IN_MAX times e_in
+# (the noise that rounding the inputs to float32 puts in that result) and
+# over PRECISION_REF_MAX times the float32 reference's own error.  Why these
+# limits hold at every K, from the arithmetic (the figures are
+# scripts/precision-study's, on zero-mean inputs as the probe makes them,
+# and what tests/e2e/52-precision-rule.t checks from K = 1024 to 65536):
+#
+# - e_in is a sum of K independent terms, each a product's relative
+#   perturbation of size u32 = 2^-24; so it grows as sqrt(K) times the
+#   products' size, like the result itself on zero-mean inputs.
+# - A downcast of the operands (TF32 or float16: 10-bit mantissas, bfloat16:
+#   7) perturbs each product by u = 2^-11 (2^-8) relative instead: the same
+#   sum of K independent terms, 2^13 (2^16) times larger.  r_in is then a
+#   property of the format, not of K: 3.6e3 to 4.9e3 for TF32 and float16,
+#   3e4 to 4e4 for bfloat16, at every size (4.4e3 for TF32 on the H100).  A narrower accumulator or result only
+#   adds to it.
+# - An honest float32 order (sequential, tiled, split-K, pairwise, 3xTF32
+#   with its partial sums rounded to nearest) adds one rounding of size u32
+#   times a partial sum per step; partial sums of zero-mean terms grow as
+#   sqrt(k), so its error grows at most as sqrt(K) times e_in's scale: the
+#   sequential order, the worst, measured 9, 18, 35 and 73 times e_in at
+#   K = 1024, 4096, 16384 and 65536 (0.3 sqrt(K); 108 on the H100 at
+#   K = 131072), and it would reach 256 near K = 750000.
+# - In bits: r_in = 2^b means b of float32's 24 bits lost.  256 = 8 bits.
+#   TF32 and float16 operands lose 12-13 at every K, bfloat16 15; honest
+#   orders lose log2(0.3 sqrt(K)), 6.8 bits at K = 131072.
+# - PRECISION_REF_MAX (5 bits worse than the float32 reference) keeps a
+#   candidate clear where the reference is itself far from exact (its error
+#   is then the scale of what float32 can do here); honest orders measured
+#   0.03 to 1.1 times the CPU BLAS's error at every K.  A downcast's r_ref
+#   shrinks as the reference's own error grows with K; cuBLAS's split
+#   orders keep that error at 10 times e_in at K = 131072 on the H100.
+# - A float32 accumulator that truncates instead of rounding to nearest, as
+#   tensor cores' does, drifts by about u32 times a partial sum every step
+#   in the same direction: its error grows as K, not sqrt(K), one bit lost
+#   per doubling of K.  Accumulated across the whole sum (a plain wmma
+#   kernel, 3xTF32 included) it loses 10 bits at K = 4096 (961 times e_in
+#   and 50 times the reference's error measured on the H100; the model
+#   gives 1.2e3 to 1.3e3 and 63 to 69) and from K near 16384 more than TF32 operands do:
+#   no limit could pass it and flag them.  It is flagged, rightly: its
+#   result holds less than the float32 reference's.  Restarting the MMA
+#   accumulator every k-tile and adding it to a float32 register (a
+#   rounding add) confines the truncation to one tile's partial sum and
+#   brings it back to the honest orders' sqrt(K) (8 times e_in at K = 4096).
+PRECISION_IN_MAX = 256.0
+PRECISION_REF_MAX = 32.0
+
+
+def precision_flagged(r_ref, r_in):
+    """Whether precision_ratios' figures are over both limits."""
+    return r_in > PRECISION_IN_MAX and r_ref > PRECISION_REF_MAX
+
+
 def precision_ratios(st):
     """(r_ref, r_in) of precision_stats' result: the candidate's RMS error
     over the reference's own and over the input-rounding noise, each

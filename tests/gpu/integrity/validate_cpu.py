@@ -224,9 +224,13 @@ def sqmatmul_numerics():
     precision rule necessary), and on the precision probe's centred inputs
     stark_rules' figures flag them (over 256 times the input-rounding noise
     and 32 times the float32 reference's error), while a float32 order and
-    3xTF32 (TF32 head plus TF32 remainder) stay far inside both limits."""
+    3xTF32 (TF32 head plus TF32 remainder) stay far inside both limits --
+    on a tensor core too when its truncating accumulator is promoted every
+    k-tile (h03), not when it is carried across the whole K
+    (r12_3xtf32_mma_accumulate; scripts/precision-study's model)."""
     sys.path.insert(0, os.path.join(ROOT, "evaluator"))
     import stark_rules as R
+    S = V.load_module(os.path.join(ROOT, "scripts", "precision-study"), "precision_study")
     prob = V.load_module(os.path.join(HERE, "sqmatmul", "problem.py"), "stark_problem")
     g = torch.Generator().manual_seed(11)
     n, rows = prob.N, 64
@@ -246,6 +250,16 @@ def sqmatmul_numerics():
     def cands(x, y):
         return {"tf32": (tf32(x).double() @ tf32(y).double()).float(), "3xtf32": three(x, y),
                 "fp32": x @ y}
+
+    def mma_cands(x, y, cols):
+        """h03's and r12_3xtf32_mma_accumulate's arithmetic on the first
+        `cols` columns (scripts/precision-study's tensor-core model: a
+        truncating float32 accumulator, 4 products per MMA step): promoted
+        every 8-deep k-tile, and carried across the whole K."""
+        xd, yd = x.double(), y[:, :cols].t().double().contiguous()
+        xd, yd = xd.unsqueeze(1), yd.unsqueeze(0)
+        return {"3xtf32_promoted": S.three_tf32(acc_kind="promoted")(xd, yd).float(),
+                "3xtf32_mma_rz": S.three_tf32(acc_kind="mma")(xd, yd).float()}
     exact = a.double() @ b.double()
     plain = cands(a, b)
     worst = float(((plain["tf32"].double() - exact).abs() / (1e-4 + 1e-4 * exact.abs())).max())
@@ -257,11 +271,15 @@ def sqmatmul_numerics():
     exact = ac.double() @ bc.double()
     ref = ac @ bc
     jit = R.jitter_(ac.double(), g) @ R.jitter_(bc.double(), g)
-    for name, got in cands(ac, bc).items():
-        r_ref, r_in = R.precision_ratios(R.precision_stats(got, ref, exact, jit))
+    cols = 8
+    sub = (slice(None), slice(0, cols))
+    got_all = [(n, v, ref, exact, jit) for n, v in cands(ac, bc).items()]
+    got_all += [(n, v, ref[sub], exact[sub], jit[sub]) for n, v in mma_cands(ac, bc, cols).items()]
+    for name, got, want, ex, jj in got_all:
+        r_ref, r_in = R.precision_ratios(R.precision_stats(got, want, ex, jj))
         notes.append("%s on centred inputs r_ref %.3g r_in %.3g" % (name, r_ref, r_in))
-        flagged = r_in > 256 and r_ref > 32
-        if flagged != (name == "tf32"):
+        flagged = R.precision_flagged(r_ref, r_in)
+        if flagged != (name in ("tf32", "3xtf32_mma_rz")):
             failures.append("sqmatmul: %s %s by the precision rule (r_ref %.3g, r_in %.3g)"
                             % (name, "flagged" if flagged else "not flagged", r_ref, r_in))
     print("sqmatmul %dx%dx%d (64 rows): %s" % (rows, n, n, "; ".join(notes)), flush=True)

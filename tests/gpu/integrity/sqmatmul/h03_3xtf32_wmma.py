@@ -4,9 +4,14 @@ from stark_cuda import CudaModule
 
 # Honest twin of r12_tf32_wmma: the same TF32 tensor cores used the way that
 # keeps float32 accuracy ("3xTF32"): every operand split into a TF32 head
-# and a TF32 remainder, C += Al Bh + Ah Bl + Ah Bh (the Al Bl term lies below
-# float32's rounding).  Not a downcast: within a few times float32's own
-# error of the exact product.
+# and a TF32 remainder, C += Al Bh + Ah Bl + Ah Bh (the Al Bl term, about
+# 2^-22 of a product, lies below float32's rounding).  The tensor cores'
+# accumulator truncates instead of rounding to nearest, so carried across
+# the whole K it drifts by a bit per doubling of K (r12_3xtf32_mma_accumulate);
+# here each k-tile's MMAs start from a zeroed fragment and their sum is added
+# to float32 registers with a rounding add, which leaves the truncation one
+# tile's partial sum to act on: within a few times float32's own error of
+# the exact product at any K.
 SRC = r'''
 #include <mma.h>
 using namespace nvcuda;
@@ -23,7 +28,7 @@ extern "C" __global__ void gemm_3xtf32(const float* __restrict__ A, const float*
     const int warp = threadIdx.x / 32;          // 8 warps: 4 x 2 tiles of 16 x 32
     const int wm = (warp / 2) * 16, wn = (warp % 2) * 32;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[2];
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[2], part;
     wmma::fill_fragment(acc[0], 0.0f);
     wmma::fill_fragment(acc[1], 0.0f);
     for (int k0 = 0; k0 < K; k0 += BK) {
@@ -55,9 +60,13 @@ extern "C" __global__ void gemm_3xtf32(const float* __restrict__ A, const float*
                 bh.x[i] = h;
                 bl.x[i] = wmma::__float_to_tf32(v - h);
             }
-            wmma::mma_sync(acc[j], al, bh, acc[j]);
-            wmma::mma_sync(acc[j], ah, bl, acc[j]);
-            wmma::mma_sync(acc[j], ah, bh, acc[j]);
+            wmma::fill_fragment(part, 0.0f);
+            wmma::mma_sync(part, al, bh, part);
+            wmma::mma_sync(part, ah, bl, part);
+            wmma::mma_sync(part, ah, bh, part);
+            // accumulator fragments of one shape share their layout
+            for (int i = 0; i < part.num_elements; i++)
+                acc[j].x[i] = __fadd_rn(acc[j].x[i], part.x[i]);
         }
         __syncthreads();
     }
