@@ -9,9 +9,15 @@ runs, from the problem's shapes on PyTorch's meta device (stark_worker's
 PLAN), and measures them in the first trial (its allocator's peak); the
 candidate's worker reports its own (its word: used to reserve, and to
 judge who ran out of memory, never for a verdict in its favour).
-need() turns a footprint into bytes of device memory for one evaluation:
-both workers' buffers, generated inputs, outputs, copies kept for checks,
-the CUDA contexts, and the placements of the timing phase.
+plan() turns footprints into the bytes of device memory one evaluation
+reserves: the largest of its phases (making inputs, calls, the reference's
+second run, the comparison, the precision probe's inputs, the float64 runs,
+the placements of the timing phase, the shape probe), each counting both
+workers' buffers, generated inputs, outputs and copies kept for checks,
+with the CUDA contexts; where the whole does not fit the budget, the
+optional phases are reduced or skipped, each with the evaluator's limit
+named.  The same arithmetic plans host memory on the CPU (the run jail's
+limit as the budget, no contexts).
 
 The ledger lives in the GPU lock file (evaluator.h, EVAL_FD_LOCK) that every
 evaluation on a GPU already shares -- `stark eval --jobs N`, `--gpu-lock
@@ -74,6 +80,12 @@ BUDGET_MARGIN_FRAC = 0.03
 CAND_FACTOR = 2.0
 CAND_SLACK = 1 * GIB
 HOST_SLACK = 256 * MIB      # the same for host memory (the run jail's 4 GiB)
+# On the CPU the run jail's memory holds the referee and both workers with
+# torch imported before any tensor: env.host_mem_mib of
+# tests/memory/stream on the development machine (torch 1.13, Python 3.11,
+# forked from the zygote) reads referee 133, ref 151, cand 171 MiB; counted
+# as 3 x 256 MiB.
+HOST_BASE_BYTES = 3 * 256 * MIB
 # The timing phase's extra placements (memory pools, each with its own
 # inputs and forward's allocations) take at most this much per worker: 32
 # placements of a problem moving 128 MiB (tests/gpu/problems), none more
@@ -107,20 +119,137 @@ def budget(total):
 
 
 # -- the plan ------------------------------------------------------------
+#
+# An evaluation goes through phases, and in each a worker holds more or less
+# than in a plain call.  What each holds at its peak, in allocator bytes, for
+# a footprint fp (i: inputs, o: outputs, w: weights, f: the forward's peak
+# above inputs and weights, outputs included; ci, co: the copies the checks
+# keep of inputs and outputs up to COPY_CHECK_BYTES, beyond it a sum):
+#   load      the models built: the weights, and in the candidate's worker
+#             the reference's weights copied beside its own
+#   gen       making a call's inputs: the buffers beside the generated
+#             tensors, the weights, the inputs' copy (w + 2i + ci); also a
+#             KernelBench trial's (made on the host, cast, moved) and the
+#             scaled trials' (the variant made in the buffers in place,
+#             stark_wire.vary_tensors_, piece by piece: VARY_BYTES more)
+#   call      a forward: w + i + ci + f, and the outputs' copy (co)
+#   repeat    the reference's second forward of the first trial on the same
+#             inputs (stark_worker_memory.repeat_check), beside the first
+#             outputs: call + f; by digest only (the first outputs summed
+#             and let go first) no more than a call
+#   compare   the reference holding its outputs and a window's piece of
+#             the candidate's (CHUNK_BYTES); the candidate its outputs
+#   centre    the precision probe's inputs: centred in the buffers, piece
+#             by piece (stark_rules.centre_), so a gen and VARY_BYTES
+#   float64   the reference's float64 runs (the precision statistics of the
+#             first trial and the probe, the second opinion of a failing
+#             comparison; stark_worker_outputs._exact), during compare: the
+#             model's float64 copy (2w), the float64 inputs (2i) and their
+#             jitter (2i, one tensor at a time), the float64 forward (2f),
+#             the two float64 outputs (2o each, the plain one kept while
+#             the jittered one runs), and where the inputs were not copied
+#             (i > COPY_CHECK_BYTES) the inputs made again and centred (3i)
+#   timing    a call in each of the placements' pools (placement_bytes)
+#   shape     the shape probe: a call at the grown sizes (its own
+#             footprint, estimated on the meta device like the problem's)
+# The candidate's worker goes through gen, call and compare in step with
+# the reference's; the reference's repeat and float64 runs happen while the
+# candidate holds its call (the outputs it sends).  An evaluation reserves
+# the largest phase for its whole length: a reservation that grew between
+# phases would have to wait while holding memory, which can deadlock.
+#
+# The figures are counted from the code (each phase's tensors), and checked
+# against measurement: scripts/bench-kb-footprint gives in, out, weights and
+# the forward's peak of every KernelBench problem (torch's allocator on an
+# H100); the allocator's rounding (ALLOC_FACTOR, ALLOC_SLACK) is the gap
+# between those figures and torch.cuda.memory_reserved in the same run.
 
-def worker_need(fp):
-    """A worker's device memory for one call, from a footprint (a dict with
-    in, out, weights and fwd -- the forward's peak above its inputs and
-    weights, outputs included): the larger of making inputs (the generated
-    tensors beside the buffers) and calling (the forward's peak beside the
-    buffers, with the copies the checks keep of inputs and outputs up to
-    COPY_CHECK_BYTES), with the allocator's rounding."""
+# Temporaries of the in-place, piece-by-piece passes over inputs (variant,
+# centring, weighted digests): a piece of stark_wire.COMPARE_CHUNK (4M)
+# elements in float64 and a product of it, 2 x 32 MiB, with room.
+VARY_BYTES = 128 * MIB
+# The float64 runs happen only within these (stark_worker_outputs'
+# RECHECK_BYTES and RECHECK_IN_BYTES: also a bound on their time).
+F64_OUT_BYTES = 2 * GIB
+F64_IN_BYTES = 4 * GIB
+
+PHASES = ("load", "gen", "call", "repeat", "compare", "centre", "float64", "timing", "shape")
+
+
+def _parts(fp):
     i, o, w = fp.get("in", 0), fp.get("out", 0), fp.get("weights", 0)
     f = max(fp.get("fwd", 0), o)
-    copies = (i if i <= COPY_CHECK_BYTES else 0) + (o if o <= COPY_CHECK_BYTES else 0)
-    gen = w + 2 * i
-    call = w + i + f + copies
-    return int(max(gen, call) * ALLOC_FACTOR + ALLOC_SLACK)
+    ci = i if i <= COPY_CHECK_BYTES else 0
+    co = o if o <= COPY_CHECK_BYTES else 0
+    return i, o, w, f, ci, co
+
+
+def f64_fits(fp):
+    """Whether the float64 runs are within their own caps (F64_OUT_BYTES,
+    F64_IN_BYTES) for this footprint."""
+    return 2 * fp.get("out", 0) <= F64_OUT_BYTES and 2 * fp.get("in", 0) <= F64_IN_BYTES
+
+
+def phase_bytes(ref, cand=None, places=1, shape=None, f64=True, repeat=True):
+    """{phase: (reference worker's bytes, candidate worker's bytes)} at each
+    phase's peak, before the allocator's rounding and the contexts (see the
+    table above).  cand: the candidate's footprint, the reference's until
+    known; shape: the footprint at the shape probe's sizes (no shape phase
+    without it); f64: whether the float64 runs are planned; repeat: whether
+    the second output of the repeatability check is (else by digest)."""
+    cand = cand or ref
+    out = {}
+    r = _parts(ref)
+    c = _parts(cand)
+
+    def gen(p):
+        i, o, w, f, ci, co = p
+        return w + 2 * i + ci + VARY_BYTES
+
+    def call(p):
+        i, o, w, f, ci, co = p
+        return w + i + ci + f + co
+
+    # Loading: the candidate's worker holds its own weights and the copy
+    # of the reference's it is given (stark_worker._copy_weights).
+    out["load"] = (r[2], c[2] + r[2])
+    out["gen"] = (gen(r), gen(c))
+    out["call"] = (call(r), call(c))
+    out["repeat"] = (call(r) + (r[3] if repeat else 0), call(c))
+    i, o, w, f, ci, co = r
+    cmp_ref = w + i + ci + o + co + CHUNK_BYTES
+    out["compare"] = (cmp_ref, call(c))
+    out["centre"] = (gen(r), gen(c))
+    if f64 and f64_fits(ref):
+        regen = 3 * i if not ci else 0
+        runs = 2 * i + max(2 * i, 2 * w, 2 * f)
+        out["float64"] = (cmp_ref + 2 * w + 2 * o + max(regen, runs), call(c))
+    if places > 1:
+        out["timing"] = (call(r) + (places - 1) * placement_bytes(ref),
+                         call(c) + (places - 1) * placement_bytes(cand))
+    if shape:
+        out["shape"] = (call(_parts(shape)), call(_parts(shape)))
+    return out
+
+
+def _need_of(pair):
+    return sum(int(b * ALLOC_FACTOR + ALLOC_SLACK) for b in pair)
+
+
+def need_by_phase(ref, cand=None, places=1, shape=None, f64=True, repeat=True, contexts=True):
+    """{phase: device bytes of the whole evaluation in that phase}: both
+    workers' (phase_bytes, with the allocator's rounding) and the CUDA
+    contexts (none for a host plan: contexts=False)."""
+    ctx = 2 * CONTEXT_BYTES + FLUSH_CONTEXT_BYTES if contexts else 0
+    return {k: ctx + _need_of(v) for k, v in
+            phase_bytes(ref, cand, places, shape, f64, repeat).items()}
+
+
+def worker_need(fp):
+    """A worker's device memory for one plain call (the larger of making
+    inputs and calling), with the allocator's rounding."""
+    i, o, w, f, ci, co = _parts(fp)
+    return int(max(w + 2 * i + ci, w + i + ci + f + co) * ALLOC_FACTOR + ALLOC_SLACK)
 
 
 def floor_need(fp):
@@ -131,16 +260,91 @@ def floor_need(fp):
     return 2 * one + 2 * CONTEXT_BYTES + FLUSH_CONTEXT_BYTES
 
 
-def need(ref, cand=None, places=1):
-    """Device bytes for an evaluation: the contexts, the reference worker
-    (its footprint `ref`, plus a chunk of the candidate's outputs while it
-    compares), the candidate's worker (its own footprint, or the
-    reference's until that is known), and places-1 more placements in
-    each (placement_bytes)."""
-    r = worker_need(ref) + CHUNK_BYTES
-    c = worker_need(cand if cand else ref)
-    extra = (places - 1) * (placement_bytes(ref) + placement_bytes(cand or ref))
-    return 2 * CONTEXT_BYTES + FLUSH_CONTEXT_BYTES + r + c + max(extra, 0)
+def need(ref, cand=None, places=1, shape=None, f64=True, repeat=True):
+    """Device bytes for an evaluation: the largest of its phases
+    (need_by_phase)."""
+    return max(need_by_phase(ref, cand, places, shape, f64, repeat).values())
+
+
+class Plan:
+    """What an evaluation reserves and which of its optional phases run in
+    full: made by plan() from the footprints and the budget.
+      need      bytes to reserve (the largest phase planned)
+      phases    {phase: bytes} of the phases planned
+      f64       the float64 runs planned (else skipped: why in reduced)
+      repeat    the repeatability check keeps a second output (else by
+                digest only)
+      reduced   {phase: why} for each phase reduced or skipped for the
+                evaluator's own limit
+    The shape probe is not in it: it runs where its need fits what the
+    evaluation holds or can take without waiting (shape_need)."""
+
+    def __init__(self):
+        self.need = 0
+        self.phases = {}
+        self.f64 = True
+        self.repeat = True
+        self.reduced = {}
+
+    def text(self):
+        """The phases' bytes, in words: 'gen 12.3 GiB, call ...'."""
+        return ", ".join("%s %s" % (k, fmt_bytes(self.phases[k])) for k in PHASES
+                         if k in self.phases)
+
+    def reduced_text(self):
+        return "; ".join("%s: %s" % (k, self.reduced[k]) for k in PHASES if k in self.reduced)
+
+
+def plan(ref, cand=None, budget=0, places=1, f64=True, repeat=True, contexts=True):
+    """The plan of an evaluation within `budget` bytes (0: no limit known):
+    every phase in full where the whole fits; else the optional phases
+    reduced in turn until it fits -- the repeatability check by digest, then
+    the float64 runs skipped -- each with its reason (the evaluator's limit,
+    never the candidate's doing).  f64, repeat: False where an earlier plan
+    reduced them already (a plan is never widened once the evaluation has
+    gone past them).  A plan whose floor passes the budget is the caller's
+    error to report (floor_need)."""
+    p = Plan()
+    p.f64, p.repeat = f64, repeat
+    lim = budget or float("inf")
+    if p.f64 and not f64_fits(ref):
+        p.f64 = False
+        p.reduced["float64"] = ("the float64 runs would take %s of outputs and %s of inputs, "
+                                "beyond their caps of %s and %s" % (
+                                    fmt_bytes(2 * ref.get("out", 0)),
+                                    fmt_bytes(2 * ref.get("in", 0)),
+                                    fmt_bytes(F64_OUT_BYTES), fmt_bytes(F64_IN_BYTES)))
+
+    def cur():
+        return need_by_phase(ref, cand, places, None, p.f64, p.repeat, contexts)
+
+    by = cur()
+    if p.repeat and by["repeat"] > lim:
+        p.repeat = False
+        p.reduced["repeat"] = ("a second output beside the first needs %s, beyond the %s "
+                               "the evaluator allows itself: compared by digest" % (
+                                   fmt_bytes(by["repeat"]), fmt_bytes(budget)))
+        by = cur()
+    if p.f64 and by.get("float64", 0) > lim:
+        p.f64 = False
+        p.reduced["float64"] = ("the reference's float64 runs need %s, beyond the %s the "
+                                "evaluator allows itself" % (fmt_bytes(by["float64"]),
+                                                             fmt_bytes(budget)))
+        by = cur()
+    p.phases = by
+    p.need = max(by.values())
+    return p
+
+
+def shape_need(shape, cand_ratio=1.0, contexts=True):
+    """Bytes of the whole evaluation during the shape probe: making the
+    inputs and a call at the grown sizes (`shape`, the footprint there) in both workers, the
+    candidate's scaled by cand_ratio (its own figures over the
+    reference's, at least 1), with the contexts."""
+    ctx = 2 * CONTEXT_BYTES + FLUSH_CONTEXT_BYTES
+    i, o, w, f, ci, co = _parts(shape)
+    call = max(w + i + ci + f + co, w + 2 * i + ci)
+    return ctx + _need_of((call, call * max(cand_ratio, 1.0)))
 
 
 def placement_bytes(fp):

@@ -260,28 +260,18 @@ class Checks:
         that crashes here has been measured already."""
         if not self.time_left_for(4):
             return
-        mod = self.problem
-        try:
-            base_init = repr(mod.get_init_inputs())
-        except Exception:
-            return
-        sizes = {}
-        for name, v in list(vars(mod).items()):
-            if name.startswith("_") or type(v) is not int or v < 4 or v > (1 << 20):
-                continue
-            setattr(mod, name, v + v // 4)
-            try:
-                same_init = repr(mod.get_init_inputs()) == base_init
-            except Exception:
-                same_init = False
-            setattr(mod, name, v)
-            if same_init:
-                sizes[name] = v + v // 4
+        sizes = self.shape_sizes()
         if not sizes:
             return
         what = "call at another shape (%s)" % ", ".join(
             "%s=%d" % kv for kv in sorted(sizes.items()))
         args = {"seed": derive(self.seed, "shape"), "sizes": sizes, "variant": False}
+        if self.shape_fp is not None:
+            # Planned before the inputs are made, from the meta estimate.
+            fits, why = self.shape_room(None)
+            if not fits:
+                self.res["env"]["shape_probe"] = why[:900]
+                return
         try:
             self.send_gen(self.ref, args, what)
             ref_desc, total = self.recv_gen(self.ref, what)
@@ -289,6 +279,10 @@ class Checks:
             return              # the problem does not take other sizes
         if total > 4 * max(self.input_bytes, 1 << 20):
             return              # too big to be a cheap probe
+        fits, why = self.shape_room(total) if self.shape_fp is None else (True, None)
+        if not fits:
+            self.res["env"]["shape_probe"] = why[:900]
+            return
         try:
             with Stopped(self.cand):
                 self.call(self.ref, "forward (%s)" % what)
@@ -318,6 +312,29 @@ class Checks:
         if bad is not None:
             self.flag("shape_specialized")
             self.res["env"]["shape_probe"] = bad[:900]
+
+    def shape_sizes(self):
+        """The shape probe's sizes: the problem's module-level integer sizes
+        that only get_inputs() uses (not get_init_inputs()), each grown by
+        a quarter; {} where there are none."""
+        mod = self.problem
+        try:
+            base_init = repr(mod.get_init_inputs())
+        except Exception:
+            return {}
+        sizes = {}
+        for name, v in list(vars(mod).items()):
+            if name.startswith("_") or type(v) is not int or v < 4 or v > (1 << 20):
+                continue
+            setattr(mod, name, v + v // 4)
+            try:
+                same_init = repr(mod.get_init_inputs()) == base_init
+            except Exception:
+                same_init = False
+            setattr(mod, name, v)
+            if same_init:
+                sizes[name] = v + v // 4
+        return sizes
 
     def flag(self, name, why=None):
         """Marks the result with a flag; `why` goes into the message of a

@@ -155,6 +155,8 @@ class DataPath:
                          for sp in ref_meta[1]],
                "tol": [list(t) for t in tols],
                "recheck": RECHECK_SLACK}
+        if self.f64_skip():
+            hdr["f64"] = self.f64_skip()
         hdr.update(self.judge_terms(tols))
         if extra:
             hdr.update(extra)
@@ -248,6 +250,8 @@ class DataPath:
             if repeat and role == "ref":
                 args = dict(args or {}, repeat={
                     n: list(self.tolerance(dt)) for n, dt in W.DTYPES.items()})
+                if self.repeat_room() is not None:
+                    args["repeat_room"] = self.repeat_room()
             with Stopped(other):
                 ns[role], replies[role], raws[role] = self.call(
                     w, "forward (%s)" % what, kind, args, net=timed and not self.cuda)

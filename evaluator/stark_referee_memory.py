@@ -3,7 +3,8 @@ the problem's footprint, admitted through the ledger, re-planned from what
 the first trial measured, and whose fault it is when memory runs out.
 
 The steps (stark_memory has the arithmetic and the ledger):
-  plan_memory     before anything is loaded: the reference worker estimates
+  plan_memory     before anything is loaded (on the CPU too, with the run
+                  jail's memory as the budget): the reference worker estimates
                   the footprint on the meta device (PLAN); a problem whose
                   floor (both workers' inputs, outputs and weights) passes
                   the device is an error here, before any candidate code
@@ -52,6 +53,8 @@ class MemoryPlan:
         self.mem_seen = {"ref": {}, "cand": {}}     # last figures each worker sent
         self.place_cap = None       # placements the plan affords (GEN's "places")
         self.mem_reserved = 0
+        self.mplan = None           # stark_memory.Plan: the phases planned and reduced
+        self.shape_fp = None        # the footprint at the shape probe's sizes (meta)
 
     def note_mem(self, role, what, reply):
         """Keeps a worker's memory figures from a reply (LOAD, GEN, CALL)."""
@@ -68,12 +71,31 @@ class MemoryPlan:
         return M.budget(self.dev_total)
 
     # -- before loading ----------------------------------------------------
+    def host_budget(self):
+        """On the CPU: the bytes of the run jail's memory (the request's
+        host_mem_mib, which the orchestrator sets from the jail's limit)
+        left to tensors once the three processes' own memory is counted
+        (HOST_BASE_BYTES); 0 where no limit is known."""
+        mib = self.req.get("host_mem_mib") or 0
+        if type(mib) is not int or mib <= 0:
+            return 0
+        return max((mib << 20) - M.HOST_BASE_BYTES, 1)
+
     def plan_memory(self):
-        if not self.cuda:
+        """The footprint estimated on the meta device, the plan made from
+        it (stark_memory.plan: the largest phase, the optional phases
+        reduced where the whole does not fit), and on a GPU the plan's
+        bytes reserved in the ledger, waiting for room.  On the CPU the
+        budget is the run jail's memory; there is no ledger (each
+        evaluation has a jail of its own)."""
+        budget = self.budget() if self.cuda else self.host_budget()
+        if not self.cuda and not budget:
             return
         t0 = time.monotonic()
         est = self.command(self.ref, W.PLAN, {"init_seed": 0}, "estimating the footprint")
         self.note_mem("ref", "plan", est)
+        if self.cuda:
+            budget = self.budget()
         env = self.res["env"]
         keys = ("in", "out", "weights", "fwd")
         if all(type(est.get(k)) is int and est[k] >= 0 for k in keys):
@@ -81,21 +103,119 @@ class MemoryPlan:
             env["mem_estimate"] = _fp_text(self.fp_estimated)
         else:
             env["mem_estimate"] = ("none: %s" % str(est.get("error", "?")))[:300]
-        total, budget = self.dev_total, self.budget()
+        total = self.dev_total if self.cuda else budget
+        where = "this device" if self.cuda else "the run jail's memory"
         if self.fp_estimated and total:
             floor = M.floor_need(self.fp_estimated)
+            if not self.cuda:
+                floor -= 2 * M.CONTEXT_BYTES + M.FLUSH_CONTEXT_BYTES
             if floor > budget:
-                raise Verdict("error", "the problem cannot be judged on this device: one "
-                              "evaluation needs at least %s of its memory (the reference's "
-                              "%s, held in both workers, and their CUDA contexts), and the "
-                              "device offers %s of its %s" % (
-                                  _fmt(floor), _fp_text(self.fp_estimated), _fmt(budget),
-                                  _fmt(total)))
-        want = M.need(self.fp_estimated) + self.fp_estimated["weights"] \
-            if self.fp_estimated else budget
-        self.admit(min(want, budget) if budget else want, budget)
+                raise Verdict("error", "the problem cannot be judged on %s: one evaluation "
+                              "needs at least %s of its memory (the reference's %s, held in "
+                              "both workers%s), and the evaluator allows itself %s there%s" % (
+                                  where, _fmt(floor), _fp_text(self.fp_estimated),
+                                  ", and their CUDA contexts" if self.cuda else "",
+                                  _fmt(budget),
+                                  " of the device's %s" % _fmt(total) if self.cuda else
+                                  " (the run jail's memory limit of %d MiB less %s for its "
+                                  "three processes: the evaluator's own limit, which "
+                                  "STARK_RUN_MEM_MIB raises)" % (
+                                      self.req.get("host_mem_mib") or 0,
+                                      _fmt(M.HOST_BASE_BYTES))))
+        if self.fp_estimated:
+            self.make_plan(self.fp_estimated, None, budget)
+            want = self.mplan.need
+        else:
+            want = budget
+        self.shape_fp = self.estimate_shape()
+        if self.cuda:
+            self.admit(min(want, budget) if budget else want, budget)
         self.res["stage_ms"]["startup_ms"] = self.res["stage_ms"].get("startup_ms", 0.0) + \
             (time.monotonic() - t0) * 1e3
+
+    def make_plan(self, ref, cand, budget, places=1):
+        """self.mplan from footprints (never wider than the last plan: a
+        phase once reduced stays reduced), with env.mem_plan and
+        env.mem_reduced."""
+        old = self.mplan
+        self.mplan = M.plan(ref, cand, budget, places,
+                            f64=old.f64 if old else True, repeat=old.repeat if old else True,
+                            contexts=self.cuda)
+        if old:
+            for k, v in old.reduced.items():
+                self.mplan.reduced.setdefault(k, v)
+        env = self.res["env"]
+        env["mem_plan"] = ("%s%s" % ("" if self.cuda else "host: ", self.mplan.text()))[:600]
+        if self.mplan.reduced:
+            env["mem_reduced"] = ("%s (the evaluator's limit on %s, not the candidate's "
+                                  "doing)" % (self.mplan.reduced_text(),
+                                              "the device" if self.cuda else
+                                              "the run jail's memory"))[:900]
+        if self.mplan.need > budget > 0:
+            env["mem_overcommit"] = "the plan needs %s, the evaluator allows itself %s" % (
+                _fmt(self.mplan.need), _fmt(budget))
+
+    def f64_skip(self):
+        """Why the float64 runs are skipped (the COMPARE header's f64), or
+        None where they are planned."""
+        if self.mplan is None or self.mplan.f64:
+            return None
+        return "skipped for the evaluator's memory limit: " + self.mplan.reduced.get(
+            "float64", "not planned")
+
+    def repeat_room(self):
+        """Whether the repeatability check may keep a second output (None:
+        no plan, the worker judges by the device's free memory)."""
+        return None if self.mplan is None else self.mplan.repeat
+
+    def estimate_shape(self):
+        """The footprint at the shape probe's sizes (shape_sizes), on the
+        meta device, or None."""
+        sizes = self.shape_sizes()
+        if not sizes or not self.fp_estimated:
+            return None
+        est = self.command(self.ref, W.PLAN, {"init_seed": 0, "sizes": sizes},
+                           "estimating the footprint at another shape")
+        keys = ("in", "out", "weights", "fwd")
+        if all(type(est.get(k)) is int and est[k] >= 0 for k in keys):
+            return {k: est[k] for k in keys}
+        return None
+
+    def shape_room(self, total_in):
+        """Whether the shape probe fits: its need (from its estimate, or
+        the measured footprint scaled by its inputs' bytes total_in) within
+        the reservation, grown without waiting where the ledger has room.
+        Returns (True, None) or (False, why)."""
+        budget = self.budget() if self.cuda else self.host_budget()
+        ref, cand = self.fp["ref"] or self.fp_estimated, self.fp["cand"]
+        if not budget or not ref:
+            return True, None
+        shp = self.shape_fp
+        if shp is None:
+            if total_in is None:
+                return True, None
+            k = total_in / max(ref.get("in", 0), 1)
+            shp = {key: int(ref.get(key, 0) * (1 if key == "weights" else k))
+                   for key in ("in", "out", "weights", "fwd")}
+        ratio = 1.0
+        if cand and ref:
+            ratio = max(cand.get("fwd", 0), 1) / max(ref.get("fwd", 0), 1)
+        want = M.shape_need(shp, ratio, contexts=self.cuda)
+        if not self.cuda:
+            have = budget
+        elif self.ledger is not None:
+            have = self.mem_reserved if want <= self.mem_reserved else \
+                self.ledger.resize(want, budget)
+            self.mem_reserved = max(self.mem_reserved, have)
+        else:
+            have = budget
+        if want <= have:
+            return True, None
+        return False, ("skipped for the evaluator's memory limit: the call at the grown sizes "
+                       "needs %s, and %s is what this evaluation %s" % (
+                           _fmt(want), _fmt(have),
+                           "could take beside the other evaluations on the GPU"
+                           if self.ledger is not None else "allows itself"))
 
     def admit(self, nbytes, budget):
         """The ledger's reservation of nbytes, waiting while the GPU's other
@@ -150,7 +270,8 @@ class MemoryPlan:
         env = self.res["env"]
         env["mem_measured"] = "reference %s; candidate %s" % (
             _fp_text(ref), _fp_text(cand) if cand else "no figures")
-        want = M.need(ref, cand)
+        self.make_plan(ref, cand, self.budget())
+        want = self.mplan.need
         if self.ledger is not None:
             self.mem_reserved = self.ledger.resize(want, self.budget())
             env["mem_reserved"] = "%s of %s" % (_fmt(self.mem_reserved), _fmt(self.budget()))
@@ -167,15 +288,19 @@ class MemoryPlan:
         if not self.cuda or self.fp["ref"] is None or self.req["placements"] <= 1:
             return
         ref, cand = self.fp["ref"], self.fp["cand"]
+        # Spare: beyond what the plan's largest phase holds, less what the
+        # timing phase's call needs anyway.
+        base = self.mplan.need if self.mplan else M.need(ref, cand)
         if self.ledger is not None:
-            spare = self.ledger.free(self.budget())
+            spare = self.ledger.free(self.budget()) + max(self.mem_reserved - base, 0)
         else:
             free = self.mem_seen["ref"].get("call", {}).get("free", 0)
             spare = max(free - M.BUDGET_MARGIN, 0)
         n = M.places(ref, cand, self.req["placements"], spare)
         self.place_cap = n
         if self.ledger is not None and n > 1:
-            self.mem_reserved = self.ledger.resize(M.need(ref, cand, n), self.budget())
+            want = max(base, M.need_by_phase(ref, cand, n)["timing"])
+            self.mem_reserved = self.ledger.resize(want, self.budget())
         self.res["env"]["mem_places"] = "%d (%s spare; each takes %s in each worker)" % (
             n, _fmt(spare), _fmt(M.placement_bytes(ref)))
 

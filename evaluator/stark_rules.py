@@ -15,7 +15,7 @@ chooses their parameters and reads their results).
                    result (RMS), from which the referee judges a precision
                    downcast (THREATS R12: TF32, float16 or bfloat16
                    operands or accumulators, approximate intrinsics);
-  centre_inputs    the precision probe's inputs: non-negative floating
+  centre_, centre_inputs    the precision probe's inputs: non-negative floating
                    inputs moved to zero mean, where rounding in any
                    float32 summation order stays small and a downcast's
                    per-term rounding does not;
@@ -211,25 +211,68 @@ def jitter_(t, gen):
     return t.mul_(noise.add_(1.0))
 
 
+CENTRE_CHUNK = 1 << 22        # elements centred per step (as stark_wire.COMPARE_CHUNK)
+
+
+def _centre_mean(x):
+    """The mean of a floating tensor in float64, summed piece by piece (no
+    float64 copy of the whole), or None where x is not to be centred: not
+    floating, under two elements, or holding a negative value."""
+    if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 1):
+        return None
+    if bool((x.min() < 0).item()):
+        return None
+    flat = x.detach().reshape(-1)
+    s = 0.0
+    for off in range(0, flat.numel(), CENTRE_CHUNK):
+        s += float(flat[off:off + CENTRE_CHUNK].to(torch.float64).sum())
+    return s / flat.numel()
+
+
+def _centre_into(dst, src, m):
+    """dst = src - m, computed in float64 and rounded to dst's dtype, piece
+    by piece (dst may be src: in place)."""
+    a, b = dst.view(-1), src.detach().reshape(-1)
+    for off in range(0, b.numel(), CENTRE_CHUNK):
+        c = b[off:off + CENTRE_CHUNK].to(torch.float64).sub_(m)
+        a[off:off + CENTRE_CHUNK].copy_(c)
+
+
+def centre_(tensors):
+    """The precision probe's inputs, made in place: every floating tensor of
+    at least two elements whose values are all non-negative (uniform noise,
+    positive data) moved to zero mean (x - mean(x), in float64, rounded
+    back), piece by piece so that no copy of the whole is made.  Other
+    tensors are left alone.  Returns, per tensor, whether it was changed."""
+    done = []
+    with torch.no_grad():
+        for x in tensors:
+            m = _centre_mean(x) if isinstance(x, torch.Tensor) and x.is_contiguous() else None
+            if m is None:
+                done.append(False)
+                continue
+            _centre_into(x, x, m)
+            done.append(True)
+    return done
+
+
 def centre_inputs(items):
-    """The precision probe's inputs: every floating tensor of at least two
-    elements whose values are all non-negative (uniform noise, positive
-    data) moved to zero mean (x - mean(x)); tensors that already hold
-    negative values, other tensors and plain values unchanged.  Returns (a
-    new list, how many tensors it changed)."""
+    """centre_ on new tensors (for inputs get_inputs() may keep): returns
+    (a new list, how many tensors it changed); tensors that already hold
+    negative values, other tensors and plain values unchanged."""
     out, n = [], 0
     with torch.no_grad():
         for x in items:
-            if (isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 1
-                    and not bool((x.min() < 0).item())):
-                xf = x.detach().to(torch.float64)
-                y = (xf - xf.mean()).to(x.dtype)
-                if x.requires_grad:
-                    y.requires_grad_(True)
-                out.append(y)
-                n += 1
-            else:
+            m = _centre_mean(x) if isinstance(x, torch.Tensor) else None
+            if m is None:
                 out.append(x)
+                continue
+            y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+            _centre_into(y, x, m)
+            if x.requires_grad:
+                y.requires_grad_(True)
+            out.append(y)
+            n += 1
     return out, n
 
 

@@ -55,6 +55,13 @@ from stark_worker_outputs import Outputs, storage_span
 
 TRACEBACK_MAX = 200000
 COPY_CHECK_BYTES = 1 << 30   # inputs/outputs copied for checks, beyond: digests
+MODEL64_KEEP_BYTES = 256 << 20   # a float64 copy of the model kept between calls up to this
+
+
+def _nbytes(model):
+    """Bytes of a module's parameters and buffers."""
+    return sum(t.numel() * t.element_size() for t in
+               list(model.parameters()) + list(model.buffers()))
 
 
 def _error(phase, exc, extra=None):
@@ -407,6 +414,10 @@ class Worker(GpuTiming, Outputs, Memory):
         self.exact_j = None
         self.sending = None
         self.cmp = None
+        if self.model64 is not None and _nbytes(self.model64) > MODEL64_KEEP_BYTES:
+            # A large float64 copy of the model is made again when next
+            # needed, not held through every later phase (stark_memory).
+            self.model64 = None
         items, variant = self._make_inputs(args)
         desc, tensors = W.describe_inputs(items)
         nbytes = sum(t.numel() * t.element_size() for t in tensors)
@@ -418,7 +429,7 @@ class Worker(GpuTiming, Outputs, Memory):
         values = [None if isinstance(x, torch.Tensor) else x for x in items]
         is_tensor = [isinstance(x, torch.Tensor) for x in items]
         del items
-        placed = self._place(desc, tensors, variant=variant)
+        placed = self._place(desc, tensors, variant=variant, centre=bool(args.get("centre")))
         del tensors
         it = iter(placed)
         self.inputs = [next(it) if t else v for v, t in zip(values, is_tensor)]
@@ -463,11 +474,12 @@ class Worker(GpuTiming, Outputs, Memory):
                 # every tensor, as its harness does: _kb_generate).
                 items = [t.to(dtype=self.dtype) if isinstance(t, torch.Tensor) and
                          t.is_floating_point() else t for t in items]
-            if args.get("centre"):
+            if args.get("centre") and not own_seed:
                 # (never with a variant: the precision probe's own inputs)
-                items, centred = R.centre_inputs(items)
-                if own_seed:
-                    self.centred = centred
+                # Made again for a float64 run: centred into new tensors
+                # (get_inputs() may return tensors it keeps).  GEN's are
+                # centred in the buffers (_place).
+                items, _ = R.centre_inputs(items)
         finally:
             for k, v in saved.items():
                 setattr(mod, k, v)
@@ -512,10 +524,11 @@ class Worker(GpuTiming, Outputs, Memory):
             raise TypeError("get_inputs() returned %s, not a list" % type(items).__name__)
         return [R.kb_process_input(x, self.device, precision) for x in items]
 
-    def _place(self, desc, tensors, check=True, variant=None):
+    def _place(self, desc, tensors, check=True, variant=None, centre=False):
         """Copies generated tensors into the persistent input buffers of
         this call's placement on this worker's device, makes the variant
-        there (variant: its seed) and keeps what the mutation check needs
+        there (variant: its seed) or centres them (centre: the precision
+        probe's, stark_rules.centre_) and keeps what the mutation check needs
         (unless `check` is false: the SCAN's unchecked calls): a copy of
         each input, or, where the inputs pass check_copy_bytes, a weighted
         digest of each (stark_wire.weighted_digest)."""
@@ -546,6 +559,10 @@ class Worker(GpuTiming, Outputs, Memory):
         self.in_spans = [storage_span(x) for x in placed]
         if variant is not None:
             W.vary_tensors_(placed, variant)
+        elif centre:
+            # The precision probe's inputs, centred in the buffers piece by
+            # piece: no second copy of them (stark_memory's centre phase).
+            self.centred = sum(R.centre_(placed))
         if not check:
             return placed
         if sum(x.numel() * x.element_size() for x in placed) > self.check_copy_bytes():
@@ -610,7 +627,9 @@ class Worker(GpuTiming, Outputs, Memory):
             info["mem"] = mem
         if self.role == "ref" and isinstance(args.get("repeat"), dict):
             try:
-                info["repeat"] = self.repeat_check(args["repeat"])
+                room = args.get("repeat_room")
+                info["repeat"] = self.repeat_check(args["repeat"],
+                                                   room if type(room) is bool else None)
             except Exception as e:
                 if not is_oom(e):
                     raise
@@ -671,7 +690,7 @@ class Worker(GpuTiming, Outputs, Memory):
         caps = {W.LOAD: 1 << 16, W.COMPILE: 1 << 16, W.GEN: 1 << 20, W.CALL: 1 << 12,
                 W.SCAN: 64, W.FETCH: 64, W.PUT: 64, W.COMPARE: W.HEADER_MAX, W.FLUSH: 64,
                 W.TIMED_NOOP: 0, W.DEVICE_INFO: 1 << 12, W.PING: 0, W.QUIT: 0, W.PROFILE: 0,
-                W.PLAN: 64}
+                W.PLAN: 1 << 12}
         phases = {W.LOAD: "load", W.GEN: "inputs", W.COMPARE: "compare",
                   W.FLUSH: "device", W.DEVICE_INFO: "device"}
         while True:

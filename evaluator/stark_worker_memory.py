@@ -154,7 +154,8 @@ class Memory:
         the meta device, where tensors have shapes and no memory -- the
         model built with get_init_inputs(), the inputs of get_inputs(), one
         forward with every operator's allocations counted while they live
-        (_Tracker): {"in", "out", "weights", "fwd"} in bytes, or
+        (_Tracker), at the problem's sizes or those of args["sizes"]
+        (the shape probe's): {"in", "out", "weights", "fwd"} in bytes, or
         {"error": why} where the problem does not run on meta (an operator
         without a meta kernel, data-dependent code, a copy to the host).
         Convolutions' workspaces are not counted: the first trial's
@@ -165,15 +166,21 @@ class Memory:
         except Exception:
             pass
         try:
-            reply.update(self._estimate(int(args.get("init_seed", 0))))
+            sizes = args.get("sizes") if isinstance(args.get("sizes"), dict) else {}
+            reply.update(self._estimate(int(args.get("init_seed", 0)), sizes))
         except BaseException as e:
             reply["error"] = W.exc_text(e)
         return reply
 
-    def _estimate(self, seed):
+    def _estimate(self, seed, sizes=None):
         mod = self.problem
         dtype = torch.get_default_dtype()
+        saved = {}
         try:
+            for k, v in (sizes or {}).items():
+                if isinstance(k, str) and type(v) is int and type(getattr(mod, k, None)) is int:
+                    saved[k] = getattr(mod, k)
+                    setattr(mod, k, v)
             torch.set_default_dtype(torch.float32)
             with _meta_device():
                 torch.manual_seed(seed)
@@ -181,6 +188,8 @@ class Memory:
                 model = mod.Model(*init)
                 items = list(mod.get_inputs())
         finally:
+            for k, v in saved.items():
+                setattr(mod, k, v)
             torch.set_default_dtype(dtype)
         weights = 0
         if isinstance(model, torch.nn.Module):
@@ -197,27 +206,34 @@ class Memory:
         return {"in": _nbytes(items), "out": nout, "weights": weights,
                 "fwd": max(tracker.peak, nout)}
 
-    def repeat_check(self, tols):
+    def repeat_check(self, tols, room=None):
         """Reference only, once: forward again on the same inputs and the
         two outputs compared, so a reference that does not give the same
         outputs twice is known before it judges anyone.  tols: (atol, rtol)
-        by dtype name.  Returns {"equal": bitwise, "nbad", "max_abs",
-        "index": the first output that differs} or {"digest_only": True,
-        "equal"} where there is no room for a second output."""
+        by dtype name; room: whether the referee's memory plan has room
+        for a second output beside the first (None: judged here from the
+        device's free memory).  Returns {"equal": bitwise, "nbad",
+        "max_abs", "index": the first output that differs} or
+        {"digest_only": True, "equal"} where there is no room for a second
+        output: the first outputs are summed and let go before the second
+        run, whose outputs the call keeps (the same, where they agree)."""
         first = self.outputs
         a = list(first) if isinstance(first, (tuple, list)) else [first]
         if not all(type(t) is torch.Tensor and t.layout is torch.strided for t in a):
             return {}
         size = sum(t.numel() * t.element_size() for t in a)
-        room = True
-        if self.device.type == "cuda":
-            # Room for a second output and the forward's temporaries.
-            free, _ = torch.cuda.mem_get_info(self.device)
-            room = free > 2 * size + REPEAT_ROOM
+        if room is None:
+            room = True
+            if self.device.type == "cuda":
+                # Room for a second output and the forward's temporaries.
+                free, _ = torch.cuda.mem_get_info(self.device)
+                room = free > 2 * size + REPEAT_ROOM
         if not room:
             sums = [W.weighted_digest(t) for t in a]
-            del a
+            del a, first
+            self.outputs = None
             second = self._forward()
+            self.outputs = second
             b = list(second) if isinstance(second, (tuple, list)) else [second]
             same = len(b) == len(sums) and all(W.weighted_digest(t) == s for t, s in zip(b, sums))
             return {"digest_only": True, "equal": same}

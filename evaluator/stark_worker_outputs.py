@@ -247,7 +247,9 @@ class Outputs:
                    "probe": the same, where the last GEN centred inputs
                    (stark_rules.centre_inputs) -- a probe whose inputs did
                    not change is not worth the float64 runs;
-          kb       [atol, rtol]: KernelBench's torch.allclose only."""
+          kb       [atol, rtol]: KernelBench's torch.allclose only;
+          f64      why the float64 runs are skipped (the referee's memory
+                   plan: no room for them), where they are."""
         kept = self.kept
         specs = [W.checked_spec(d, "compared output") for d in header["items"]]
         tols = [(float(a), float(r)) for a, r in header["tol"]]
@@ -278,6 +280,8 @@ class Outputs:
                    if isinstance(kb, list) and len(kb) == 2 and
                    all(type(x) in (int, float) for x in kb) else None),
             "precision": prec if prec in (True, "probe") else None,
+            "no_f64": (header["f64"][:400] if isinstance(header.get("f64"), str)
+                       else None),
             "claimed": header.get("digest"),
             "digest": [0] * len(kept), "acc": [None] * len(kept)}
 
@@ -453,7 +457,9 @@ class Outputs:
             return cached
         why = None
         try:
-            if not isinstance(self.model, torch.nn.Module):
+            if self.cmp and self.cmp.get("no_f64"):
+                why = self.cmp["no_f64"]
+            elif not isinstance(self.model, torch.nn.Module):
                 why = "the reference model is not a torch.nn.Module"
             elif len(self.pristine) != sum(isinstance(x, torch.Tensor) for x in self.inputs):
                 why = "the call's inputs are not all kept"

@@ -219,9 +219,26 @@ static int start_zygote(struct evalrun *er, const struct evalrun_opts *o,
 	return rc;
 }
 
+/* The memory limit of the jail a stage runs in, in MiB, for the request's
+ * host_mem_mib (the CPU's memory plan in the evaluator): the stage's limit,
+ * or the sandbox's default for it; 0 where the stage is not jailed. */
+static uint32_t host_mem_mib(const struct evalrun_opts *o)
+{
+	struct sandbox_config cfg;
+	uint64_t b;
+
+	if (o->sandbox == SANDBOX_NONE)
+		return 0;
+	sandbox_config_init(&cfg, o->sandbox);
+	b = o->mem_bytes ? o->mem_bytes : cfg.mem_bytes;
+	b >>= 20;
+	return b > PROTO_HOST_MEM_MIB_MAX ? PROTO_HOST_MEM_MIB_MAX : (uint32_t)b;
+}
+
 int evalrun_start(const struct evalrun_opts *o, const struct proto_request *rq,
 		  struct evalrun **out)
 {
+	struct proto_request q;
 	int p[P_COUNT][2];
 	struct evalrun *er;
 	char err[256];
@@ -246,9 +263,18 @@ int evalrun_start(const struct evalrun_opts *o, const struct proto_request *rq,
 		rc = ST_ENOMEM;
 		goto out_free;
 	}
-	rc = proto_request_check(rq, err, sizeof(err));
+	/* A shallow copy, read only by the encoder: the request as given, its
+	 * host_mem_mib no larger than the jail's memory limit. */
+	q = *rq;
+	{
+		uint32_t jail = host_mem_mib(o);
+
+		if (jail && (!q.host_mem_mib || q.host_mem_mib > jail))
+			q.host_mem_mib = jail;
+	}
+	rc = proto_request_check(&q, err, sizeof(err));
 	if (!rc)
-		rc = proto_request_encode(rq, &er->req);
+		rc = proto_request_encode(&q, &er->req);
 	if (rc) {
 		rc = stark_error(ST_EINVAL, "evalrun: request does not encode: %s",
 				 rc == ST_ENOMEM ? "out of memory" : err);

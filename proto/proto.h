@@ -54,6 +54,7 @@
 #define PROTO_WARMUP_MAX 10000		  /* request.warmup */
 #define PROTO_REPS_MAX 1000000		  /* request.min_reps/max_reps, result.reps */
 #define PROTO_PLACEMENTS_MAX 64		  /* request.placements */
+#define PROTO_HOST_MEM_MIB_MAX (1u << 24) /* request.host_mem_mib (16 TiB) */
 #define PROTO_TIME_MS_MAX 86400000u	  /* request.max_time_ms/wall_ms: a day */
 
 /* What the evaluator is asked to do with the candidate. */
@@ -140,6 +141,10 @@ struct proto_request {
 					   every timed call [true]; false times
 					   with whatever the cache holds, as
 					   KernelBench's published times do */
+	uint32_t host_mem_mib;		/* "host_mem_mib": the memory limit of the
+					   jail the stage runs in, in MiB, set
+					   by the orchestrator; the CPU's memory
+					   plan's budget (0: none known) [0] */
 	double target_rse;		/* "target_rse": stop when rel. std. error
 					   of the median estimate is below it;
 					   0..1 [0.01] */

@@ -64,6 +64,7 @@ static const struct proto_field request_fields[] = {
 	{.key = "target_rse", .type = PF_F64, .off = RQ(target_rse), .dmin = 0.0, .dmax = 1.0},
 	ROW_U32(RQ(placements), "placements", false, 1, PROTO_PLACEMENTS_MAX),
 	{.key = "l2_flush", .type = PF_BOOL, .off = RQ(l2_flush)},
+	ROW_U32(RQ(host_mem_mib), "host_mem_mib", false, 0, PROTO_HOST_MEM_MIB_MAX),
 	ROW_U32(RQ(wall_ms), "wall_ms", false, 1, PROTO_TIME_MS_MAX),
 	ROW_STR(RQ(verdict), "verdict", false, PROTO_NAME_MAX),
 	ROW_STR(RQ(language), "language", false, PROTO_NAME_MAX),

@@ -5,8 +5,10 @@
 # whose fault running out of the run jail's memory is (STARK_RUN_MEM_MIB):
 # a candidate that takes far more than the reference crashes with both
 # figures, inputs that the evaluator's side cannot hold are an error that
-# names our limit; and the GPU memory ledger across processes
-# (tests/memory/ledger_check.py).  About a minute.  Prints TAP.
+# names our limit; a phase the run jail cannot hold (the reference's
+# float64 runs) skipped with our limit named, never charged; the memory
+# plan and the GPU memory ledger across processes
+# (tests/memory/plan_check.py, ledger_check.py).  About 90 s.  Prints TAP.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${STARK_BUILD:-build}
@@ -42,9 +44,9 @@ case_() {
 	fi
 }
 
-echo "1..11"
+echo "1..13"
 if [ ! -x "$STARK" ]; then
-	for i in 1 2 3 4 5 6 7 8 9 10 11; do echo "not ok $i - $STARK is not built"; done
+	for i in 1 2 3 4 5 6 7 8 9 10 11 12 13; do echo "not ok $i - $STARK is not built"; done
 	exit 1
 fi
 
@@ -85,6 +87,21 @@ case_ "inputs the evaluator's side cannot hold are the evaluator's limit, named"
 case_ "the reference's repeatability and the host memory are reported" "" \
 	correct $M/stream/problem.py $M/stream/honest.py \
 	'j["env"]["reference_repeat"] == "bitwise" and j["env"]["host_mem_mib"].startswith("referee ")'
+
+# The memory plan on the CPU (the run jail's memory as its budget): the
+# reference's float64 runs do not fit 2 GiB beside everything else, so they
+# are skipped with the evaluator's limit named, and the honest candidate is
+# judged correct (without the plan the jail's OOM killer ended it).
+case_ "a phase that cannot fit the run jail is skipped, named, never charged" \
+	"STARK_RUN_MEM_MIB=2048" correct $M/f64_cap/problem.py $M/f64_cap/honest.py \
+	'"float64" in j["env"]["mem_reduced"] and "evaluator'"'"'s limit" in j["env"]["mem_reduced"] and "skipped for the evaluator'"'"'s memory limit" in j["env"]["precision"] and "float64" not in j["env"]["mem_plan"]'
+
+# The plan's arithmetic and admission by it (its own TAP, summed up here).
+if out=$("$PY" $M/plan_check.py 2>&1) && ! grep -q "^not ok" <<<"$out"; then
+	ok "the memory plan: $(grep -c '^ok' <<<"$out") checks of phases, reductions and admission"
+else
+	not_ok "the memory plan" "$(grep -A3 '^not ok' <<<"$out" | head -20)"
+fi
 
 # The ledger across processes (its own TAP, summed up here).
 if out=$("$PY" $M/ledger_check.py 2>&1) && ! grep -q "^not ok" <<<"$out"; then

@@ -69,7 +69,8 @@ judge "a reference that is not deterministic: an error that says by how much" er
 	$M/dropout/problem.py $M/dropout/honest.py --no-timing
 
 # Four 6 GiB evaluations at once: more than the device holds, so the ledger
-# admits them in turn; none fails.
+# admits them in turn by their plans (every phase counted: two at a time on
+# an H100, 34.5 GiB each); none fails.
 for i in 1 2 3 4; do echo "$M/big/problem.py $M/big/honest.py"; done >"$TMP/batch"
 t0=$(date +%s)
 "$BUILD/stark" eval --batch "$TMP/batch" --jobs 4 --device cuda --trials 2 --min-reps 4 \
@@ -80,12 +81,18 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 st = [r.get("status") for r in rows]
 waits = [float((r.get("env") or {}).get("mem_wait_ms", "0")) for r in rows]
-print("good" if st == ["correct"] * 4 and max(waits) > 0 else "statuses %s, waits %s: %s" % (
-    st, waits, "; ".join((r.get("message") or "")[:200] for r in rows if r.get("status") != "correct")))
+planned = all("repeat" in (r.get("env") or {}).get("mem_plan", "") for r in rows)
+print("good" if st == ["correct"] * 4 and max(waits) > 0 and planned else
+      "statuses %s, waits %s, every phase planned %s: %s" % (
+          st, waits, planned, "; ".join((r.get("message") or "")[:200] for r in rows
+                                        if r.get("status") != "correct")))
 for r in rows:
     e = r.get("env") or {}
     print("# %s wait %s ms, reserved %s, wall %.1f s" % (r.get("status"), e.get("mem_wait_ms"),
                                                        e.get("mem_reserved"), r.get("wall_ms", 0) / 1e3))
+    print("#   plan %s; reduced: %s; overcommit: %s; shape probe: %s" % (
+        e.get("mem_plan"), e.get("mem_reduced", "none"), e.get("mem_overcommit", "none"),
+        e.get("shape_probe", "ran")))
 PY
 )
 if [ "$(head -1 <<<"$got")" = good ]; then ok "four 6 GiB evaluations with --jobs 4: admitted in turn, all correct ($((t1 - t0)) s)"; else notok "four 6 GiB evaluations with --jobs 4" "$(head -1 <<<"$got")" "$(tail -3 "$TMP/err")"; fi

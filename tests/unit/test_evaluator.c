@@ -235,7 +235,7 @@ START_TEST(request_dict)
 	fill_request(&rq, "p\xc3\xa9", "s");
 	rq.stage = PROTO_STAGE_RUN;
 	expect_eval(&rq, "sorted(req)",
-		    "['atol16', 'atol32', 'build_dir', 'cache_dir', 'device', 'format', 'id', 'jit_exec', "
+		    "['atol16', 'atol32', 'build_dir', 'cache_dir', 'device', 'format', 'host_mem_mib', 'id', 'jit_exec', "
 		    "'l2_flush', 'language', 'max_reps', 'max_time_ms', 'min_reps', 'placements', "
 		    "'precision', 'problem_name', 'problem_src', 'rtol16', 'rtol32', 'solution_name', "
 		    "'solution_src', 'stage', 'target_rse', 'timing', 'trials', 'verdict', 'wall_ms', "

@@ -177,6 +177,7 @@ static const struct key rq_keys[] = {
 	{"target_rse", K_F64, false, 0, NULL, 0.05},
 	{"placements", K_UINT, false, 3, NULL, 0},
 	{"l2_flush", K_BOOL, false, 0, NULL, 0},
+	{"host_mem_mib", K_UINT, false, 2048, NULL, 0},
 	{"wall_ms", K_UINT, false, 123456, NULL, 0},
 	{"verdict", K_STR, false, 0, "kernelbench", 0},
 };
@@ -418,6 +419,7 @@ static void fill_request(struct proto_request *rq)
 	rq->target_rse = 0.005;
 	rq->placements = PROTO_PLACEMENTS_MAX;
 	rq->l2_flush = false;
+	rq->host_mem_mib = PROTO_HOST_MEM_MIB_MAX;
 	rq->wall_ms = PROTO_TIME_MS_MAX;
 	rq->verdict = strdup("kernelbench");
 }
@@ -500,6 +502,7 @@ static void same_request(const struct proto_request *a, const struct proto_reque
 	same_double(a->target_rse, b->target_rse, "target_rse");
 	ck_assert_uint_eq(a->placements, b->placements);
 	ck_assert_int_eq(a->l2_flush, b->l2_flush);
+	ck_assert_uint_eq(a->host_mem_mib, b->host_mem_mib);
 	ck_assert_uint_eq(a->wall_ms, b->wall_ms);
 	ck_assert_str_eq(a->verdict ? a->verdict : "", b->verdict);
 }
@@ -1222,6 +1225,7 @@ START_TEST(ranges)
 		{"max_reps", PROTO_REPS_MAX + 1}, {"max_time_ms", 0},	{"wall_ms", 0},
 		{"wall_ms", PROTO_TIME_MS_MAX + 1ULL}, {"min_reps", 301}, /* > max_reps 300 */
 		{"placements", 0}, {"placements", PROTO_PLACEMENTS_MAX + 1},
+		{"host_mem_mib", PROTO_HOST_MEM_MIB_MAX + 1ULL},
 	};
 	static const struct {
 		const char *key;

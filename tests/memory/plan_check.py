@@ -1,0 +1,128 @@
+"""The memory plan (evaluator/stark_memory.py: plan, need_by_phase,
+shape_need) for given footprints, and the ledger admitting evaluations by
+the plan's need across real processes: every phase counted, the largest
+reserved, optional phases reduced in order where the whole does not fit,
+and a third evaluation of 6 GiB waiting while two hold the device.  Prints
+TAP.  Usage: python3 tests/memory/plan_check.py"""
+import os
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "evaluator"))
+
+import stark_memory as M  # noqa: E402
+
+GIB, MIB = M.GIB, M.MIB
+n = 0
+failed = 0
+
+
+def ok(cond, what, *notes):
+    global n, failed
+    n += 1
+    print("%s %d - %s" % ("ok" if cond else "not ok", n, what))
+    if not cond:
+        failed = 1
+        for line in notes:
+            print("# %s" % line)
+
+
+def fp(i, o, w=0, f=None):
+    return {"in": i, "out": o, "weights": w, "fwd": o if f is None else f}
+
+
+# KernelBench level 1's 19_ReLU (4096 x 393216 floats): 6 GiB in and out.
+big = fp(6 * GIB, 6 * GIB)
+h100 = M.budget(int(79.2 * GIB))          # an H100's 80 GB as torch reports it
+p = M.plan(big, budget=h100)
+ph = M.phase_bytes(big)
+ok(ph["repeat"][0] == ph["call"][0] + 6 * GIB,
+   "the repeatability check's second output is counted beside the first",
+   str(ph))
+ok(ph["centre"][0] - ph["call"][0] < 1 * GIB and ph["gen"][0] >= 12 * GIB,
+   "centring the probe's inputs in place costs no copy of them", str(ph))
+ok(p.need == max(p.phases.values()) == p.phases["repeat"],
+   "the plan reserves its largest phase", p.text())
+ok(not p.f64 and "beyond their caps" in p.reduced["float64"] and "repeat" not in p.reduced,
+   "6 GiB outputs: the float64 runs beyond their own caps, named", p.reduced_text())
+ok(2 * p.need <= h100 < 3 * p.need,
+   "two 6 GiB evaluations fit an H100 at once, three do not (%s each of %s)"
+   % (M.fmt_bytes(p.need), M.fmt_bytes(h100)))
+
+# A 512 MiB problem with 256 MiB of weights: the float64 runs are the peak.
+mid = fp(512 * MIB, 512 * MIB, 256 * MIB, 1 * GIB)
+full = M.plan(mid, budget=h100)
+f64 = M.phase_bytes(mid)["float64"][0]
+cmp_ref = M.phase_bytes(mid)["compare"][0]
+ok(full.f64 and full.need == full.phases["float64"] and
+   f64 - cmp_ref == 2 * 256 * MIB + 2 * 512 * MIB + 2 * 512 * MIB + 2 * GIB,
+   "the float64 runs count the model's copy, both float64 outputs, the inputs and "
+   "the forward in float64", M.fmt_bytes(f64 - cmp_ref))
+tight = M.plan(mid, budget=full.phases["float64"] - 1)
+ok(not tight.f64 and tight.repeat and "float64" in tight.reduced and
+   tight.need < full.need and "float64" not in tight.phases,
+   "a budget just short of the float64 runs skips them alone, with the reason",
+   tight.reduced_text())
+tighter = M.plan(mid, budget=full.phases["repeat"] - 1)
+ok(not tighter.repeat and not tighter.f64 and tighter.phases["repeat"] == tighter.phases["call"],
+   "shorter still: the repeatability check by digest too", tighter.reduced_text())
+again = M.plan(mid, budget=h100, f64=False)
+ok(not again.f64 and "float64" not in again.phases,
+   "a phase once reduced stays reduced when the plan is made again")
+host = M.plan(mid, budget=h100, contexts=False)
+ok(full.need - host.need == 2 * M.CONTEXT_BYTES + M.FLUSH_CONTEXT_BYTES,
+   "a host plan counts no CUDA contexts")
+cand = fp(512 * MIB, 512 * MIB, 256 * MIB, 4 * GIB)
+ok(M.need(mid, cand) > M.need(mid), "a candidate's larger forward is planned once known")
+grown = M.shape_need(fp(int(1.5625 * 512 * MIB), int(1.5625 * 512 * MIB), 256 * MIB))
+ok(M.need_by_phase(mid)["call"] < grown,
+   "the shape probe's need follows the grown sizes")
+timing = M.need_by_phase(mid, places=4)["timing"]
+ok(timing - M.need_by_phase(mid)["call"] >= 3 * 2 * M.placement_bytes(mid) * M.ALLOC_FACTOR - 2,
+   "placements are counted in both workers")
+
+# The ledger admits by the plan, across processes (record locks are per
+# process): two 6 GiB evaluations at once, a third waits until one of them
+# is done.
+def evaluation(path, need, hold_s, w):
+    """A forked stand-in: reserves `need` of the H100's budget (waiting up
+    to 20 s), holds it hold_s seconds, writes 'admitted-after-s' to w."""
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        led = M.Ledger(os.open(path, os.O_RDWR))
+        end = time.monotonic() + 20
+        t0 = time.monotonic()
+        got = led.reserve(need, h100, lambda: time.monotonic() < end)
+        os.write(w, b"%s %.3f\n" % (b"in" if got else b"out", time.monotonic() - t0))
+        time.sleep(hold_s)
+        led.release()
+    finally:
+        os._exit(0)
+
+
+path = tempfile.mktemp(prefix="stark-plan-ledger.")
+os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+r, w = os.pipe()
+kids = [evaluation(path, p.need, 1.5, w), evaluation(path, p.need, 1.5, w)]
+time.sleep(0.5)
+kids.append(evaluation(path, p.need, 0.0, w))
+time.sleep(0.5)
+view = M.Ledger(os.open(path, os.O_RDWR))
+held, waiting, count = view.others()
+ok(held == 2 * p.need and waiting == p.need and count == 3,
+   "two 6 GiB plans admitted at once, the third waits for its plan's bytes",
+   "held %s, waiting %s, %d records" % (M.fmt_bytes(held), M.fmt_bytes(waiting), count))
+for k in kids:
+    os.waitpid(k, 0)
+os.close(w)
+lines = os.read(r, 1000).decode().split("\n")
+waits = sorted(float(x.split()[1]) for x in lines if x.startswith("in "))
+ok(len(waits) == 3 and waits[1] < 0.3 and waits[2] >= 0.4,
+   "the third is admitted once one of the two is done (waits %s s)" % waits)
+os.unlink(path)
+print("1..%d" % n)
+sys.exit(failed)
