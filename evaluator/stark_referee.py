@@ -39,6 +39,7 @@ result.
 
 import importlib
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -368,6 +369,20 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
                           "with landlock in the kernel's lsm= list)" % e)
         self.res["env"]["exec_allowed"] = cut(", ".join(
             p for p in paths if os.path.exists(p)), 500)
+        if lang == "triton":
+            try:
+                folder = tempfile.mkdtemp(prefix="stark-cc-probe-")
+            except OSError as e:
+                raise Verdict("error", "cannot make a folder for the C compiler's check: %s" % e)
+            try:
+                why = stark_triton.probe_compiler(folder)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+            if why:
+                raise Verdict("error", "Triton's JIT could not build a launcher in the run jail "
+                              "(checked before the candidate ran): %s; the files it may execute "
+                              "are %s (the evaluator's restriction or this machine's compiler, "
+                              "not the candidate's doing)" % (why, self.res["env"]["exec_allowed"]))
 
     def load_problem(self):
         name = self.req["problem_name"] or "problem.py"

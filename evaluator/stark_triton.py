@@ -27,6 +27,7 @@ referee's timing rests on its own clocks as for every candidate.
   load(name, src, folder)       the solution imported from folder/<file>
   compiled(folder)              kernels compiled so far (cache entries)
   exec_paths()                  what Triton's JIT execs (the run jail's allowlist)
+  probe_compiler(folder)        whether that compiler still works once restricted
 
 In a run jail, Triton's JIT is the one reason a candidate's process may
 exec at all: the orchestrator gives such a jail a filter that allows
@@ -42,6 +43,7 @@ import importlib.util
 import os
 import re
 import shutil
+import subprocess
 import sys
 
 FILE_LANGUAGES = ("triton", "cute", "tilelang")
@@ -68,24 +70,131 @@ def triton_dir():
     return locs[0] if locs else None
 
 
+def compiler(environ=None):
+    """The C compiler Triton's JIT will run, chosen as Triton chooses it
+    (triton/runtime/build.py: $CC, else gcc, else clang on PATH), or None."""
+    environ = os.environ if environ is None else environ
+    path = environ.get("PATH") or "/usr/bin:/bin"
+    cc = environ.get("CC")
+    if cc:
+        return shutil.which(cc, path=path) or cc
+    return shutil.which("gcc", path=path) or shutil.which("clang", path=path)
+
+
+def _script_execs(path, environ):
+    """For a script (a compiler wrapper such as `#!/bin/sh` + `exec
+    /opt/gcc/bin/gcc-real -B... "$@"`): its interpreter (through env when
+    it names one) and the absolute paths of executable files its text
+    names.  Nothing for a binary or a file that cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+    except OSError:
+        return []
+    if not head.startswith(b"#!"):
+        return []
+    out = []
+    line = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    if line:
+        out.append(line[0])
+        if os.path.basename(line[0]) == "env" and len(line) > 1:
+            prog = shutil.which(line[1], path=environ.get("PATH") or "/usr/bin:/bin")
+            if prog:
+                out.append(prog)
+    for tok in re.findall(rb"(?<![\w./-])(/[\w./+-]+)", head):
+        p = tok.decode("utf-8", "replace")
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            out.append(p)
+    return out
+
+
+def _asks_compiler(cc):
+    """The programs the compiler driver itself runs (cc1, as, collect2, ld,
+    lto-wrapper), as it reports them: wherever its toolchain lives (a
+    compiler outside /usr that finds them through -B, a versioned
+    libexec).  Asked before any candidate code runs."""
+    out = []
+    for prog in ("cc1", "as", "collect2", "ld", "lto-wrapper"):
+        try:
+            r = subprocess.run([cc, "-print-prog-name=" + prog], capture_output=True,
+                               timeout=20, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        p = r.stdout.decode("utf-8", "replace").strip()
+        if r.returncode == 0 and os.path.isabs(p) and os.path.exists(p):
+            out.append(p)
+    return out
+
+
 def exec_paths(environ=None):
     """The files Triton's JIT may execute: its bundled tools' folder, the C
-    compiler's programs, the ELF interpreter (absent ones are skipped by
+    compiler it will use (with a wrapper script's interpreter and the files
+    the script runs) and the programs that compiler runs, the usual
+    compilers' folders, the ELF interpreter (absent ones are skipped by
     the caller)."""
     environ = os.environ if environ is None else environ
     out = []
-    root = triton_dir()
-    if root:
-        out.append(os.path.join(root, "backends", "nvidia", "bin"))
-    path = environ.get("PATH") or "/usr/bin:/bin"
-    cc = environ.get("CC")
-    for tool in ((cc,) if cc else ()) + _TOOLS:
-        p = shutil.which(tool, path=path)
+
+    def add(p):
         if p and p not in out:
             out.append(p)
-    out.extend(_TOOL_DIRS)
-    out.extend(_INTERPRETERS)
+
+    root = triton_dir()
+    if root:
+        add(os.path.join(root, "backends", "nvidia", "bin"))
+    path = environ.get("PATH") or "/usr/bin:/bin"
+    cc = compiler(environ)
+    tools = [cc] if cc else []
+    tools += [shutil.which(t, path=path) for t in _TOOLS]
+    for p in tools:
+        if not p:
+            continue
+        add(p)
+        for q in _script_execs(p, environ):
+            add(q)
+    if cc:
+        for q in _asks_compiler(cc):
+            add(q)
+    for p in _TOOL_DIRS + _INTERPRETERS:
+        add(p)
     return out
+
+
+_PROBE_C = b"int stark_probe(int x) { return x + 1; }\n"
+
+
+def probe_compiler(folder, environ=None):
+    """Builds a small shared object with the compiler Triton will use, as
+    Triton builds its launchers (-O3 -shared -fPIC), after exec has been
+    restricted: None when it works, else what failed.  A toolchain the
+    restriction or the machine breaks is the evaluator's `error`, found
+    here before any candidate code runs, never the candidate's
+    runtime_error at its kernel's first call."""
+    cc = compiler(environ)
+    if not cc:
+        return "no C compiler on PATH (Triton's JIT builds its launchers with gcc or clang)"
+    src = os.path.join(folder, "stark_probe.c")
+    so = os.path.join(folder, "stark_probe.so")
+    try:
+        with open(src, "wb") as f:
+            f.write(_PROBE_C)
+        r = subprocess.run([cc, src, "-O3", "-shared", "-fPIC", "-o", so], capture_output=True,
+                           timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as e:
+        return "running %s failed: %s" % (cc, e)
+    finally:
+        try:
+            os.unlink(src)
+        except OSError:
+            pass
+    if r.returncode != 0:
+        err = r.stderr.decode("utf-8", "replace").strip().splitlines()
+        return "%s exited %d: %s" % (cc, r.returncode, " | ".join(err[-4:])[:600])
+    try:
+        os.unlink(so)
+    except OSError:
+        pass
+    return None
 
 
 def libcuda_dir(environ=None):

@@ -124,6 +124,40 @@ case_ "bf16: inputs and weights cast" correct 0 "$T/torch_sol.py" --precision bf
 case_ "bf16: a float32-only kernel fails as the candidate's" runtime_error 1 "$EX/good.py" --precision bf16 -- \
 	'"float32" in j["message"]'
 
+# The C compiler Triton's JIT runs, where it is a wrapper script outside
+# /usr (as on hosts with a compiler in /opt): the run jail's exec list holds
+# the script's interpreter, the compiler it execs and the programs that
+# compiler runs, and the check made before any candidate code runs builds
+# a launcher-like shared object with it.
+CCW="$T/ccwrap"
+mkdir -p "$CCW"
+REALCC=$(command -v gcc || command -v cc)
+printf '#!/bin/sh\nexec %s -O1 "$@"\n' "$REALCC" >"$CCW/gcc"
+chmod +x "$CCW/gcc"
+if out=$(PATH="$CCW:$PATH" "$PY" - "$T" <<'PYEOF' 2>&1
+import os, sys
+sys.path.insert(0, "evaluator")
+import stark_triton
+cc = stark_triton.compiler()
+assert cc == os.path.join(sys.argv[1], "ccwrap", "gcc"), cc
+paths = stark_triton.exec_paths()
+assert "/bin/sh" in paths, paths
+assert any(p.endswith("/cc1") for p in paths), paths
+assert any(os.path.basename(p) in ("gcc", "cc") and p != cc for p in paths), paths
+folder = os.path.join(sys.argv[1], "probe")
+os.mkdir(folder)
+assert stark_triton.probe_compiler(folder) is None
+os.environ["CC"] = "/nonexistent/cc"
+why = stark_triton.probe_compiler(folder)
+assert why and "/nonexistent/cc" in why, why
+print("ok", len(paths))
+PYEOF
+); then
+	ok "a compiler wrapper script: its interpreter, its compiler and cc1 may run; the check builds with it and names a broken one"
+else
+	not_ok "a compiler wrapper script's exec list" "$out"
+fi
+
 usage_() {
 	local name=$1 pat=$2 rc
 	shift 2
