@@ -145,18 +145,33 @@ static void cuda_arch_env(int gpu_index)
 	setenv("TORCH_CUDA_ARCH_LIST", list, 0);
 }
 
-/* $STARK_RUN_MEM_MIB in bytes, or 0 (the sandbox's default) where it is
- * unset or not a number of MiB from 512 up. */
+/*
+ * The run jail's memory limit: $STARK_RUN_MEM_MIB, else an eighth of the
+ * machine's memory, from 4 GiB up to 16 GiB.  Why not a fixed 4 GiB: on the
+ * H100 host (128 GiB) a KernelBench level-1 problem of 6 GiB tensors,
+ * judged with four evaluations in flight, had its referee and two workers
+ * peak at 0.3 + 2.8 + 2.5 GiB of resident memory (torch's CUDA libraries,
+ * the output window's pinned pieces, the comparison's host copies), and one
+ * honest evaluation in four was killed at 4 GiB: our limit, read as the
+ * candidate's crash.  An eighth keeps eight evaluations' jails within the
+ * machine; 4 GiB stays the floor (what a 2-core, 24 GiB CI machine gets).
+ */
 static uint64_t run_mem_bytes(void)
 {
 	const char *v = getenv("STARK_RUN_MEM_MIB");
-	uint64_t mib;
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+	uint64_t mib, def = 4ull << 30;
 
+	if (pages > 0 && psize > 0) {
+		uint64_t eighth = (uint64_t)pages * (uint64_t)psize / 8;
+
+		def = eighth < def ? def : eighth > (16ull << 30) ? 16ull << 30 : eighth;
+	}
 	if (!v || !*v || str_to_u64(v, 512, 1ull << 24, &mib)) {
 		if (v && *v)
-			stark_warn("evalrun: STARK_RUN_MEM_MIB must be a number of MiB from 512 up, not '%s'; the run jail keeps its default",
-				   v);
-		return 0;
+			stark_warn("evalrun: STARK_RUN_MEM_MIB must be a number of MiB from 512 up, not '%s'; the run jail keeps its default of %llu MiB",
+				   v, (unsigned long long)(def >> 20));
+		return def;
 	}
 	return mib << 20;
 }
