@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/landlock.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -45,17 +46,40 @@ int sandbox_restrict_exec(const char *const *paths, size_t *skipped, char *err, 
 {
 	struct landlock_ruleset_attr attr = {.handled_access_fs = LANDLOCK_ACCESS_FS_EXECUTE};
 	struct landlock_path_beneath_attr rule = {.allowed_access = LANDLOCK_ACCESS_FS_EXECUTE};
+	bool refer = sandbox_landlock_abi() >= 2;
 	size_t skip = 0;
 	int rs, rc = ST_ESYS;
 
 	if (skipped)
 		*skipped = 0;
+	/* From ABI 2 every ruleset denies moving or linking a file to another
+	 * folder (EXDEV) unless it handles REFER and allows it: Triton
+	 * publishes each cache entry by renaming it out of a temporary
+	 * folder.  REFER is allowed everywhere (what the jail's mounts allow
+	 * still decides), and Landlock refuses a move that would gain a right
+	 * the file lacks where it is: a file cannot be moved into a folder
+	 * whose files may be executed. */
+	if (refer)
+		attr.handled_access_fs |= LANDLOCK_ACCESS_FS_REFER;
 	rs = (int)syscall(__NR_landlock_create_ruleset, &attr, sizeof(attr), 0);
 	if (rs < 0) {
 		int e = errno;
 
 		snprintf(err, errlen, "landlock: create ruleset: %s", strerror(e));
 		return e == ENOSYS || e == EOPNOTSUPP ? ST_EDENIED : ST_ESYS;
+	}
+	if (refer) {
+		struct landlock_path_beneath_attr all = {.allowed_access = LANDLOCK_ACCESS_FS_REFER};
+
+		all.parent_fd = open("/", O_PATH | O_CLOEXEC | O_DIRECTORY);
+		if (all.parent_fd < 0 ||
+		    syscall(__NR_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &all, 0) < 0) {
+			snprintf(err, errlen, "landlock: allow moves under /: %s", strerror(errno));
+			if (all.parent_fd >= 0)
+				close(all.parent_fd);
+			goto out;
+		}
+		close(all.parent_fd);
 	}
 	for (size_t i = 0; paths && paths[i]; i++) {
 		int fd = open(paths[i], O_PATH | O_CLOEXEC);
