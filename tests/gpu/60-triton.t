@@ -55,9 +55,14 @@ if [ -d "$EXS" ]; then
 		'j["env"]["language"].startswith("triton") and "kernels compiled" in j["env"].get("triton_jit", "") and "triton_jit_timed" not in j["env"] and "seccomp" in j["sandbox"] and not j["flags"]'
 	case_ "KernelBench's CUDA example" correct "$EXS/model_ex_add.py" "$EXS/model_new_ex_add.py" \
 		'j["env"]["language"].startswith("cuda")'
+	# (KernelBench ships model_ex_0.py empty and model_ex_2.py as a prompt
+	# template with placeholders: only complete pairs are judged)
 	for ex in 0 1 2; do
-		[ -f "$EXS/model_new_ex_$ex.py" ] && case_ "KernelBench's example $ex" correct "$EXS/model_ex_$ex.py" \
-			"$EXS/model_new_ex_$ex.py" 'True'
+		if [ -s "$EXS/model_new_ex_$ex.py" ] && "$PY" -c 'import ast,sys; ast.parse(open(sys.argv[1]).read()); sys.exit(0 if open(sys.argv[1]).read().strip() else 1)' "$EXS/model_ex_$ex.py" 2>/dev/null; then
+			case_ "KernelBench's example $ex" correct "$EXS/model_ex_$ex.py" "$EXS/model_new_ex_$ex.py" 'True'
+		else
+			ok "# skip KernelBench's example $ex is not a complete pair (an empty file or a template)"
+		fi
 	done
 	if "$PY" -c 'import cutlass' >/dev/null 2>&1; then
 		case_ "KernelBench's CuTe example (cutlass here)" correct "$EXS/model_ex_add.py" "$EXS/model_new_ex_add_cute.py" 'True'
