@@ -2,8 +2,9 @@
 # (TRITON_CACHE_DIR, this evaluation's), the user's default (~/.triton),
 # and beside its own in /tmp, under names another evaluation would look
 # for.  Its own cache and /tmp are private to its jail, so what it plants
-# there dies with it (t_cache_probe.py, judged after it, finds nothing); a
-# write that reaches a shared place raises.
+# there dies with it (t_cache_probe.py, judged after it, finds nothing), as
+# does what it plants in the jail's own /dev and /dev/shm; a write that
+# reaches a shared place raises.
 import os
 
 import torch
@@ -29,8 +30,12 @@ _plant(os.environ.get("TRITON_CACHE_DIR", "/tmp/none"), False)
 _plant(os.path.dirname(os.environ.get("TRITON_CACHE_DIR", "/tmp/none/x")), False)
 _plant("/tmp", False)
 _plant(os.path.expanduser("~/.triton/cache"), True)
-for top in ("/home", "/root", "/var/tmp", "/dev/shm/.."):
+for top in ("/home", "/root", "/var/tmp"):
     _plant(top, True)
+# The jail's /dev and /dev/shm are tmpfs of its own (sandbox/mounts.c):
+# writable, and gone with it; t_cache_probe looks there too.
+_plant("/dev", False)
+_plant("/dev/shm", False)
 
 
 @triton.jit

@@ -12,7 +12,8 @@ MARK = "stark-triton-planted"
 
 
 def _look():
-    tops = [os.environ.get("TRITON_CACHE_DIR", ""), "/tmp", os.path.expanduser("~/.triton")]
+    tops = [os.environ.get("TRITON_CACHE_DIR", ""), "/tmp", os.path.expanduser("~/.triton"),
+            "/dev", "/dev/shm"]
     for top in tops:
         if not top or not os.path.isdir(top):
             continue
