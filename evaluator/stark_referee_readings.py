@@ -144,13 +144,37 @@ def guard_gaps(replies):
     return [g - e for e, g in pairs if math.isfinite(e) and math.isfinite(g)]
 
 
-def guard_extra(replies, base_us):
-    """The work a model's calls leave off their stream, in us a call: the
-    median guard gap beyond base_us when that exceeds GUARD_NOISE_US,
-    else 0."""
+def guard_extra(replies, base_us, floor_us=None):
+    """The work a model's calls leave off their stream, in us a call.
+
+    Whether there is any: the median guard gap beyond base_us exceeds
+    GUARD_NOISE_US (else 0).  How much, where there is: the median gap
+    beyond base_us, or, given floor_us, beyond that floor -- the least a
+    guard with no work was ever seen to take (guard_floor).  The base may
+    hold a slower host's allowance (guard_host_slack) so that an honest
+    model's host latency is not taken for work; once work off the stream
+    is found, that allowance would hide as much of the work, so the
+    candidate's is charged from the floor (a 48 us Triton kernel left on a
+    side stream read 29.6-33 us charged from the base, 2/3 of its honest
+    twin)."""
     gaps = guard_gaps(replies)
-    extra = median(gaps) - base_us if gaps else 0.0
-    return extra if extra > GUARD_NOISE_US else 0.0
+    if not gaps:
+        return 0.0
+    gap = median(gaps)
+    if gap - base_us <= GUARD_NOISE_US:
+        return 0.0
+    if floor_us is not None and math.isfinite(floor_us) and floor_us < base_us:
+        return gap - floor_us
+    return gap - base_us
+
+
+def guard_floor(*reply_lists):
+    """The least guard gap among the given calls (the reference's timed
+    no-ops and timed calls): what the synchronize and the guard event cost
+    at the least, so a gap beyond it is work or the host's delay, never
+    less.  NaN without readings."""
+    gaps = [g for replies in reply_lists for g in guard_gaps(replies)]
+    return max(min(gaps), 0.0) if gaps else float("nan")
 
 
 def guard_host_slack(ref_noops, cand_noops):
@@ -167,7 +191,7 @@ def guard_host_slack(ref_noops, cand_noops):
     return min(max(median(c) - median(r), 0.0), GUARD_HOST_SLACK_US)
 
 
-def claims_from(replies, base_us):
+def claims_from(replies, base_us, floor_us=None):
     """A model's own timings of its calls (the CALL replies on GPUs): each
     call's stream event time plus the work its calls leave off the stream
     -- side streams, host threads -- taken as the median guard gap beyond
@@ -175,8 +199,8 @@ def claims_from(replies, base_us):
     exceeds GUARD_NOISE_US: a per-call maximum of the two readings would
     add the guard's noise to every call.  Work the calls do off the stream
     in most calls moves the median; a claim is NaN where the reply has no
-    valid readings."""
-    extra = guard_extra(replies, base_us)
+    valid readings.  floor_us: as guard_extra."""
+    extra = guard_extra(replies, base_us, floor_us)
     pairs = [_readings(r) for r in replies]
     return [e + extra if math.isfinite(e) and math.isfinite(g) else float("nan")
             for e, g in pairs]

@@ -26,7 +26,7 @@ import stark_wire as W
 import stark_worker_gpu
 from stark_referee_common import Verdict, number
 from stark_referee_readings import (beyond_roofline, claims_from, guard_base, guard_extra,
-                                    guard_gaps, guard_host_slack, judge_claims, median,
+                                    guard_floor, guard_gaps, guard_host_slack, judge_claims, median,
                                     median_ci, placement_adjusted, quantile,
                                     roofline_floor_us)
 from stark_referee_workers import Stopped
@@ -282,7 +282,7 @@ class Timing:
             with Stopped(other):
                 pings = [self.ping(w) for _ in range(NOOP_PINGS)]
             noop[role] = sorted(pings)[len(pings) // 2]
-        sync_us, dev0, slack_c = 0.0, {}, 0.0
+        sync_us, dev0, slack_c, nops = 0.0, {}, 0.0, []
         if self.cuda:
             # What a device-wide synchronize and a guard event cost by
             # themselves: the reference's timed no-ops.
@@ -328,8 +328,9 @@ class Timing:
 
         def all_claims():
             base = guard_base(replies_seen["ref"], sync_us)
+            floor = guard_floor(nops, replies_seen["ref"])
             return {"ref": claims_from(replies_seen["ref"], base),
-                    "cand": claims_from(replies_seen["cand"], base + slack_c)}
+                    "cand": claims_from(replies_seen["cand"], base + slack_c, floor)}
 
         def settled():
             """Whether what the candidate's times rest on may be judged
@@ -408,7 +409,13 @@ class Timing:
                 env["timing_method"] = "wall_clock (%s)" % j["why"]
             else:
                 env["timing_method"] = "cuda_events"
-            env["timing_sync_us"] = "%.1f/%.1f" % (sync_us, guard_base(replies_seen["ref"], sync_us))
+            base = guard_base(replies_seen["ref"], sync_us)
+            env["timing_sync_us"] = "%.1f/%.1f/%.1f" % (sync_us, base,
+                                                        guard_floor(nops, replies_seen["ref"]))
+            off = guard_extra(replies_seen["cand"], base + slack_c,
+                              guard_floor(nops, replies_seen["ref"]))
+            if off > 0:
+                env["timing_off_stream_us"] = "%.1f" % off
             if self.spin_seen:
                 env["timing_spin_us"] = "%d-%d" % (min(self.spin_seen), max(self.spin_seen))
                 if self.spin_short:

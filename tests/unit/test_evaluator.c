@@ -388,6 +388,26 @@ START_TEST(claims_bound)
 		    "[stark_referee_readings.claims_from([{'ev_us': 58, 'guard_us': 58 + g}] * 3, 23.6 + 18.0)"
 		    " for g in (42.0, 80.0)]",
 		    "[[58.0, 58.0, 58.0], [96.4, 96.4, 96.4]]");
+	/* Work found off the stream is charged from the floor, not from the
+	   base with the allowance: the side-stream kernel of the H100 (stream
+	   1.2 us, gap 67.3 us, reference's gap 24.5 us, allowance 25 us, least
+	   guard with no work 18 us) is charged 49.3 us, not 19.0 us; an
+	   honest model's gaps within the allowance still add nothing. */
+	expect_eval(NULL,
+		    "[[round(c, 6) for c in stark_referee_readings.claims_from("
+		    "[{'ev_us': 1.2, 'guard_us': 1.2 + g}] * 3, 24.5 + 25.0, f)]"
+		    " for g, f in ((67.3, 18.0), (67.3, None), (40.0, 18.0))]",
+		    "[[50.5, 50.5, 50.5], [19.0, 19.0, 19.0], [1.2, 1.2, 1.2]]");
+	/* The floor: the least gap of the reference's no-ops and timed calls,
+	   never negative, NaN without readings; a floor above the base (no
+	   readings below it) falls back to the base. */
+	expect_eval(NULL,
+		    "(lambda n: [stark_referee_readings.guard_floor(n(10, 20), n(50, 17), n(5, 30)),"
+		    " stark_referee_readings.guard_floor(n(10, -3)),"
+		    " str(stark_referee_readings.guard_floor([], [{}])),"
+		    " stark_referee_readings.guard_extra(n(5, 60), 20.0, 30.0)])"
+		    "(lambda e, g: [{'ev_us': e, 'guard_us': e + g}] * 3)",
+		    "[17.0, 0.0, 'nan', 40.0]");
 }
 END_TEST
 
@@ -1016,10 +1036,14 @@ START_TEST(traceback_filter)
 }
 END_TEST
 
+/* The master seed once; then a second, drawn apart from it (for an
+   evaluation judged again alone), once; then none. */
 START_TEST(secret_once)
 {
 	evpy_set_secret(42);
 	expect_eval(NULL, "__import__('_stark').secret_seed()", "42");
+	expect_eval(NULL, "(lambda s: type(s) is int and s != 42 and 0 <= s < 2**64)"
+		    "(__import__('_stark').secret_seed())", "True");
 	{
 		struct dbuf out;
 
