@@ -2,7 +2,10 @@
 # C compiler) that tries to run anything else: a shell, Python, and a copy
 # of Triton's own ptxas made in /tmp.  Each must fail with EACCES
 # (Landlock); any that runs raises, so "correct" means every one was
-# refused and the candidate then did its job.
+# refused and the candidate then did its job.  The attempts are made in
+# forward, which runs in the run jail only: a single `stark eval` imports
+# the solution first in the compile jail, whose purpose is to exec the
+# toolchain (SECURITY.md), so an exec at import proves nothing there.
 import os
 import shutil
 import subprocess
@@ -25,20 +28,28 @@ def _refused(argv):
 
 
 def _compiler_shells():
-    """The interpreter of the C compiler Triton runs, where that compiler
-    is a script (a wrapper around the real one, as in /opt/gcc/bin/gcc on
-    some GPU hosts): that shell must run for Triton to work, so the run
-    jail allows it (SECURITY.md, "Triton"), and it is not an escape."""
-    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
-    try:
-        with open(cc, "rb") as f:
-            head = f.read(256)
-    except (OSError, TypeError):
-        return set()
-    if not head.startswith(b"#!"):
-        return set()
-    line = head[2:].split(b"\n", 1)[0].split()
-    return {os.path.realpath(line[0].decode())} if line else set()
+    """The interpreters of the toolchain's wrapper scripts: the C compiler
+    Triton runs and the tools beside it (gcc, cc, clang, as, ld on PATH),
+    where one is a script (a wrapper around the real program, as in
+    /opt/gcc/bin on some GPU hosts, whose wrappers may name /bin/sh or
+    /bin/bash).  Such a shell must run for Triton to work, so the run jail
+    allows it (SECURITY.md, "Triton"), and it is not an escape."""
+    tools = [os.environ.get("CC")] + [shutil.which(t) for t in ("gcc", "cc", "clang", "as", "ld")]
+    shells = set()
+    for cc in tools:
+        if not cc:
+            continue
+        try:
+            with open(shutil.which(cc) or cc, "rb") as f:
+                head = f.read(256)
+        except OSError:
+            continue
+        if not head.startswith(b"#!"):
+            continue
+        line = head[2:].split(b"\n", 1)[0].split()
+        if line:
+            shells.add(os.path.realpath(line[0].decode()))
+    return shells
 
 
 def _attack():
@@ -57,9 +68,6 @@ def _attack():
         _refused([copy, "--version"])
 
 
-_attack()
-
-
 @triton.jit
 def affine_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -69,8 +77,14 @@ def affine_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tried = False
+
     def forward(self, x):
-        _refused(["/bin/sh", "-c", "true"])
+        if not self.tried:
+            self.tried = True
+            _attack()
         x = x.contiguous()
         out = torch.empty_like(x)
         n = x.numel()
