@@ -21,7 +21,7 @@
  *                    process group, close every descriptor >= 3 but fd and
  *                    window -- the result channel, the GPU lock and other
  *                    workers' sockets with them
- *   secret_seed()    the master seed, once, then wiped here
+ *   secret_seed()    the master seed, then a second (drawn here), each once and wiped
  *   narrow()         sandbox_narrow() when jailed (run jail), else nothing
  *   set_dumpable(b)  prctl(PR_SET_DUMPABLE)
  *   jailed(), start_ns(), limits()
@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -119,19 +120,27 @@ static const struct {
 /* Init-once process state. */
 static struct evpy_opts opts;
 static bool started;
-static uint64_t secret;
-static bool secret_held;
+/* The master seed, and a second one for an evaluation judged again in
+   this process (stark_referee._again_alone): drawn here, independent of
+   the first, so a seed that lingers in the referee's memory -- which the
+   second evaluation's workers are forked with -- tells nothing of it. */
+static uint64_t secret[2];
+static int secret_n;            /* seeds held: secret[0..secret_n-1] */
+static int secret_taken;        /* of them, taken by secret_seed() */
 
 void evpy_set_secret(uint64_t seed)
 {
-	secret = seed;
-	secret_held = true;
+	secret[0] = seed;
+	secret_n = 1;
+	secret_taken = 0;
+	if (getrandom(&secret[1], sizeof(secret[1]), 0) == (ssize_t)sizeof(secret[1]))
+		secret_n = 2;
 }
 
 static void wipe_secret(void)
 {
-	explicit_bzero(&secret, sizeof(secret));
-	secret_held = false;
+	explicit_bzero(secret, sizeof(secret));
+	secret_n = secret_taken = 0;
 }
 
 /* ---- _stark ---------------------------------------------------------- */
@@ -223,12 +232,14 @@ static PyObject *py_secret_seed(PyObject *self, PyObject *noargs)
 
 	(void)self;
 	(void)noargs;
-	if (!secret_held) {
-		PyErr_SetString(PyExc_RuntimeError, "secret_seed: the seed was already taken");
+	if (secret_taken >= secret_n) {
+		PyErr_SetString(PyExc_RuntimeError, "secret_seed: the seeds were already taken");
 		return NULL;
 	}
-	v = PyLong_FromUnsignedLongLong((unsigned long long)secret);
-	wipe_secret();
+	v = PyLong_FromUnsignedLongLong((unsigned long long)secret[secret_taken]);
+	explicit_bzero(&secret[secret_taken], sizeof(secret[0]));
+	if (++secret_taken == secret_n)
+		wipe_secret();
 	return v;
 }
 
@@ -323,7 +334,7 @@ static PyObject *py_limits(PyObject *self, PyObject *noargs)
 
 static PyMethodDef stark_methods[] = {
 	{"fork_worker", py_fork_worker, METH_VARARGS, "fork a worker keeping its socket (and window)"},
-	{"secret_seed", py_secret_seed, METH_NOARGS, "the master seed, once"},
+	{"secret_seed", py_secret_seed, METH_NOARGS, "the master seed, then a second one, each once"},
 	{"narrow", py_narrow, METH_NOARGS, "install the narrow filter when jailed"},
 	{"set_dumpable", py_set_dumpable, METH_O, "prctl(PR_SET_DUMPABLE)"},
 	{"restrict_exec", py_restrict_exec, METH_O, "Landlock: only these files may be exec'd"},

@@ -607,9 +607,35 @@ def evaluate(req):
     it calls after_result(), which waits for them.  The C side leaves with
     _exit(), so buffered output is flushed here."""
     try:
-        return Evaluation(req).run()
+        ev = Evaluation(req)
+        res = ev.run()
+        if res.get("status") == "error" and ev.mem_retry and not req.get("mem_alone"):
+            res = _again_alone(ev, req, res)
+        return res
     finally:
         _flush_std()
+
+
+def _again_alone(ev, req, res):
+    """An evaluation that ran out of device memory beside others, within
+    what it planned (an estimate fell short: its own, or another's whose
+    evaluation took more than it reserved) is the evaluator's failure: it
+    is judged again from the start, alone on the GPU (the whole budget
+    reserved, waiting for the others to finish), where the time left
+    allows at least as long again as the first attempt took.  The result
+    says so (env.mem_retried)."""
+    now = time.monotonic()
+    spent = now - ev.t_start
+    if ev.deadline - now < max(spent, 10.0):
+        res["env"]["mem_retried"] = ("no: %s; too little time left to judge it again alone"
+                                     % ev.mem_retry)[:600]
+        return res
+    while _ENDING:
+        _ENDING.pop().teardown()
+    again = Evaluation(dict(req, mem_alone=True))
+    res2 = again.run()
+    res2["env"]["mem_retried"] = ("judged again alone on the GPU: %s" % ev.mem_retry)[:600]
+    return res2
 
 
 def after_result():

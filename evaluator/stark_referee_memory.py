@@ -37,9 +37,10 @@ _fmt = M.fmt_bytes
 
 
 def _fp_text(fp):
-    return "inputs %s, outputs %s, weights %s, forward peak %s" % (
+    return "inputs %s, outputs %s, weights %s, forward peak %s%s" % (
         _fmt(fp.get("in", 0)), _fmt(fp.get("out", 0)), _fmt(fp.get("weights", 0)),
-        _fmt(fp.get("fwd", 0)))
+        _fmt(fp.get("fwd", 0)),
+        ", allocator holds %.2fx" % fp["factor"] if fp.get("factor") else "")
 
 
 class MemoryPlan:
@@ -55,6 +56,10 @@ class MemoryPlan:
         self.mem_reserved = 0
         self.mplan = None           # stark_memory.Plan: the phases planned and reduced
         self.shape_fp = None        # the footprint at the shape probe's sizes (meta)
+        # Why this evaluation ran out of device memory beside others within
+        # its plan (the evaluator's estimate fell short, its or theirs):
+        # evaluate() then judges it again alone (req["mem_alone"]).
+        self.mem_retry = None
 
     def note_mem(self, role, what, reply):
         """Keeps a worker's memory figures from a reply (LOAD, GEN, CALL)."""
@@ -62,8 +67,8 @@ class MemoryPlan:
         if not mem:
             return
         seen = self.mem_seen[role]
-        seen[what] = {k: int_field(mem, k) for k in ("alloc", "peak", "reserved", "free",
-                                                     "total")}
+        seen[what] = {k: int_field(mem, k) for k in ("alloc", "peak", "reserved",
+                                                     "peak_reserved", "free", "total")}
         if role == "ref" and int_field(mem, "total"):
             self.dev_total = int_field(mem, "total")
 
@@ -222,6 +227,10 @@ class MemoryPlan:
         evaluations leave too little (where there is a ledger: a GPU lock
         file shared with them)."""
         env = self.res["env"]
+        if self.req.get("mem_alone") and budget:
+            # Judged again after running out of memory beside others: the
+            # whole budget, so that no estimate of anyone's can fail it.
+            nbytes = budget
         if self.lock_fd is None or not budget:
             self.mem_reserved = nbytes
             env["mem_reserved"] = "%s (no ledger: one evaluation on this GPU)" % _fmt(nbytes)
@@ -256,9 +265,13 @@ class MemoryPlan:
         load, gen, call = seen.get("load"), seen.get("gen"), seen.get("call")
         if not (load and gen and call):
             return None
-        return {"in": self.input_bytes, "out": self.output_bytes,
-                "weights": load["alloc"],
-                "fwd": max(call["peak"] - gen["alloc"], self.output_bytes, 0)}
+        fp = {"in": self.input_bytes, "out": self.output_bytes,
+              "weights": load["alloc"],
+              "fwd": max(call["peak"] - gen["alloc"], self.output_bytes, 0)}
+        factor = M.alloc_factor(call.get("peak", 0), call.get("peak_reserved", 0))
+        if factor > M.ALLOC_FACTOR:
+            fp["factor"] = factor
+        return fp
 
     def replan_memory(self):
         if not self.cuda:
@@ -329,6 +342,10 @@ class MemoryPlan:
             if self.ledger is not None:
                 held, _, n = self.ledger.others()
                 where += ", %d other evaluations on it reserved %s" % (n, _fmt(held))
+                if n > 0:
+                    self.mem_retry = "%s ran out of device memory during %s beside %d other " \
+                        "evaluations%s" % ("the reference" if w.role == "ref" else
+                                           "the candidate's worker", what, n, where)
             where += ", this one planned %s" % _fmt(self.mem_reserved)
         detail = "%s: %s" % (etype, emsg[:300])
         if w.role == "ref":
@@ -341,6 +358,7 @@ class MemoryPlan:
             # Our code in the candidate's process: its fault only if what
             # it already held is far beyond what the reference held.
             if M.over_allowance(have, ref_have, slack):
+                self.mem_retry = None
                 return Verdict("runtime_error", "the candidate's worker ran out of %s memory "
                                "while the evaluator %s (%s): the candidate holds %s, far "
                                "beyond the reference's %s%s; %s" % (
@@ -355,6 +373,7 @@ class MemoryPlan:
                                "copied the outputs", what, _fmt(have), _fmt(ref_have),
                                where, detail), tb)
         if M.over_allowance(peak, ref_peak, slack):
+            self.mem_retry = None
             return Verdict("runtime_error", "the candidate ran out of %s memory during %s: it "
                            "needed at least %s (it held %s and asked for %s more), far beyond "
                            "the reference's %s at the same point (allowed: %gx + %s)%s; %s"
