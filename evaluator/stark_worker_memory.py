@@ -127,6 +127,7 @@ class Memory:
             facts = {"alloc": int(torch.cuda.memory_allocated(self.device)),
                      "peak": int(torch.cuda.max_memory_allocated(self.device)),
                      "reserved": int(torch.cuda.memory_reserved(self.device)),
+                     "peak_reserved": int(torch.cuda.max_memory_reserved(self.device)),
                      "free": int(free), "total": int(total)}
             torch.cuda.reset_peak_memory_stats(self.device)
             return facts

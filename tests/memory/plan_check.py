@@ -106,6 +106,29 @@ def evaluation(path, need, hold_s, w):
 
 path = tempfile.mktemp(prefix="stark-plan-ledger.")
 os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+# The allocator's rounding as the first trial measures it: a transposed
+# convolution's allocator held 1.48x its peak on the H100 (KernelBench level
+# 2, 13: 7686 MiB reserved for a 5184 MiB peak); the plan follows the
+# measured factor, per worker, never below the default nor beyond the cap.
+ok(abs(M.alloc_factor(5184 * MIB, 7686 * MIB) - 1.4826) < 1e-3 and
+   M.alloc_factor(1 * GIB, 1 * GIB) == M.ALLOC_FACTOR and
+   M.alloc_factor(1 * GIB, 100 * GIB) == M.ALLOC_FACTOR_MAX and
+   M.alloc_factor(1 * MIB, 64 * MIB) == M.ALLOC_FACTOR and
+   M.alloc_factor("x", 1) == M.ALLOC_FACTOR,
+   "the allocator's measured factor: reserved over allocated peaks, within bounds")
+conv = fp(1 * GIB, 1 * GIB, 64 * MIB, 5 * GIB)
+conv_f = dict(conv, factor=1.48)
+plain, held = M.need_by_phase(conv)["call"], M.need_by_phase(conv_f)["call"]
+ref_call = M.phase_bytes(conv)["call"][0]
+ok(abs((held - plain) - 2 * ref_call * (1.48 - M.ALLOC_FACTOR)) < 4,
+   "a measured factor of 1.48x is planned for both workers' calls",
+   "plain %s, with the factor %s" % (M.fmt_bytes(plain), M.fmt_bytes(held)))
+only_cand = M.need_by_phase(conv, dict(conv, factor=1.48))["call"]
+ok(abs((only_cand - plain) - ref_call * (1.48 - M.ALLOC_FACTOR)) < 4 and
+   M.need_by_phase(conv, dict(conv, factor=50.0))["call"] - plain
+   <= ref_call * (M.ALLOC_FACTOR_MAX - M.ALLOC_FACTOR) + 4,
+   "the candidate's factor counts for its worker alone, capped")
+
 r, w = os.pipe()
 kids = [evaluation(path, p.need, 1.5, w), evaluation(path, p.need, 1.5, w)]
 time.sleep(0.5)
