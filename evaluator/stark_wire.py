@@ -20,8 +20,9 @@ pidfds are not available).
 The data path of one call (the same on CPUs and GPUs):
   GEN    both workers make the call's inputs themselves, on their device,
          from the seed the referee derived for this call, and reply with a
-         description (stark_tensors.describe_inputs) that the referee compares: a
-         candidate whose inputs differ from the reference's is rejected.
+         description (stark_tensors.describe_inputs) that the referee
+         compares: a candidate whose inputs differ from the reference's is
+         rejected.
   CALL   each model runs with the other worker stopped.
   FETCH  the reference describes its outputs (header only: its bytes never
          leave it); the candidate sends its header and writes its bytes
@@ -29,8 +30,8 @@ The data path of one call (the same on CPUs and GPUs):
   CMPR   the referee checks the candidate's header against the reference's
          and, with the candidate stopped, has the reference worker read the
          bytes from the window onto its device and compare them with its
-         own outputs (stark_tensors.compare_tensor); it replies with the statistics, or
-         with the offset of the next chunk it needs (below).
+         own outputs (stark_tensors.compare_tensor); it replies with the
+         statistics, or with the offset of the next chunk it needs (below).
   PUT    the candidate writes the next chunk of its outputs' bytes into the
          window; CMPR again, and so on.
 
@@ -42,8 +43,8 @@ stream through it in chunks: the outputs, laid out one after another
 (window_layout), are cut at multiples of the capacity (chunk_parts); FETCH
 writes the first chunk, each PUT the next one, and the reference compares
 each chunk as it comes and keeps the statistics of every output
-(stark_tensors.merge_results), so host memory stays at one chunk however large the
-outputs are (KernelBench's level 1 returns up to 8 GiB).  Outputs move
+(stark_tensors.merge_results), so host memory stays at one chunk however
+large the outputs are (KernelBench's level 1 returns up to 8 GiB).  Outputs move
 through it with one copy each way, straight between the device and memory
 the workers register with CUDA, instead of through two sockets and the
 referee.  The candidate maps it
