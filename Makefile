@@ -133,7 +133,7 @@ $(BUILD)/evaluator/%.o: evaluator/%.c
 
 # Python sources of the evaluator are linked into the binary (.incbin), so a
 # jail needs no extra files.
-$(BUILD)/evaluator/%.o: evaluator/%.S $(wildcard evaluator/*.py)
+$(BUILD)/evaluator/%.o: evaluator/%.S $(wildcard evaluator/*.py) evaluator/pysrc.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -c -o $@ $<
 

@@ -1,7 +1,8 @@
 /*
- * args.c -- what the commands of runs share: an option's value, and the
+ * args.c -- what the commands of runs share: an option's value, the
  * store folder ($STARK_STORE, else $XDG_DATA_HOME/stark, else
- * ~/.local/share/stark, unless --store DIR is given; created if missing).
+ * ~/.local/share/stark, unless --store DIR is given; created if missing),
+ * and the flag SIGINT and SIGTERM set.
  */
 #include <errno.h>
 #include <signal.h>
@@ -12,6 +13,25 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+
+volatile sig_atomic_t cli_stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	cli_stop = 1;
+}
+
+void cli_catch_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
 
 /* Matches "--name VALUE" and "--name=VALUE"; advances *i past the value. */
 bool cli_opt_value(int argc, char **argv, int *i, const char *name, const char **val)

@@ -21,6 +21,7 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -64,6 +65,12 @@ int cli_evaluator_probe(const char *device, enum sandbox_stage stage, const stru
 			uint32_t wall_ms, json_t **report, char *err, size_t errlen);
 
 /* ---- what the commands of runs share (args.c, providers.c) ---- */
+
+/* Set by SIGINT or SIGTERM once cli_catch_signals() ran (system calls are
+ * then interrupted: no SA_RESTART); a run or a bench stops at its next
+ * step. */
+extern volatile sig_atomic_t cli_stop;
+void cli_catch_signals(void);
 
 /*
  * Matches "--name VALUE" and "--name=VALUE" at argv[*i] and advances *i

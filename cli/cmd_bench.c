@@ -8,7 +8,6 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,25 +16,6 @@
 #include "cli/cli.h"
 
 #define BENCH_SETS_MAX 64
-
-static volatile sig_atomic_t bench_stop;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	bench_stop = 1;
-}
-
-static void catch_signals(void)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-}
 
 /* clang-format off */
 static void usage(FILE *f)
@@ -452,7 +432,7 @@ static int drive(struct bench *b)
 {
 	struct display d = {.tty = isatty(STDOUT_FILENO) && isatty(STDERR_FILENO)};
 	struct bench_io io = {.make = cli_bench_replay,
-			      .stop = &bench_stop,
+			      .stop = &cli_stop,
 			      .event = on_event,
 			      .status = on_status,
 			      .arg = &d};
@@ -502,7 +482,7 @@ int cmd_bench(int argc, char **argv)
 		rc = cli_open_store(a.store_dir, &st);
 	if (rc)
 		goto out;
-	catch_signals();
+	cli_catch_signals();
 	if (bench_create(st, &a.spec, &b, err, sizeof(err))) {
 		stark_warn("%s", err);
 		rc = CLI_FAILURE;
@@ -545,7 +525,7 @@ int cli_bench_resume(struct store *st, const char *id, const char *cap, bool acc
 	const char *old;
 	int rc;
 
-	catch_signals();
+	cli_catch_signals();
 	rc = bench_load(st, id, true, &b, err, sizeof(err));
 	if (rc == ST_EBUSY) {
 		pid_t pid;

@@ -6,7 +6,6 @@
  * `stark report` are in cmd_show.c.
  */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,26 +13,6 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-
-static volatile sig_atomic_t stop_flag;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop_flag = 1;
-}
-
-/* SIGINT/SIGTERM set the flag; system calls are interrupted (no SA_RESTART). */
-static void catch_signals(void)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-}
 
 /* Runs the loop and turns its ending into an exit status. */
 static int drive(struct run *r)
@@ -55,7 +34,7 @@ static int drive(struct run *r)
 	}
 	r->progress = stderr;
 	r->progress_tty = isatty(STDERR_FILENO);
-	run_attach(r, llm, eval, &stop_flag);
+	run_attach(r, llm, eval, &cli_stop);
 	rc = run_loop(r, err, sizeof(err));
 	llm_provider_free(llm);
 	eval_provider_free(eval);
@@ -252,7 +231,7 @@ int cmd_run(int argc, char **argv)
 	rc = cli_open_store(store_dir, &st);
 	if (rc)
 		return rc;
-	catch_signals();
+	cli_catch_signals();
 	if (run_create(st, &spec, &r, err, sizeof(err))) {
 		stark_warn("%s", err);
 		rc = CLI_FAILURE;
@@ -367,7 +346,7 @@ int cmd_resume(int argc, char **argv)
 		rc = stark_error(CLI_USAGE, "resume %s: --max-dollars is for benches", id);
 		goto out_close;
 	}
-	catch_signals();
+	cli_catch_signals();
 	rc = run_load(st, id, true, &r, err, sizeof(err));
 	if (rc == ST_EBUSY) {
 		pid_t pid;

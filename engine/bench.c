@@ -101,7 +101,6 @@ static int write_record(struct bench *b)
 {
 	json_t *m, *table = bench_table(b->runs, b->nruns),
 		   *probs = bench_problems(b->runs, b->nruns);
-	char *s;
 	int rc;
 
 	m = table && probs
@@ -113,15 +112,7 @@ static int write_record(struct bench *b)
 		: NULL;
 	json_decref(table);
 	json_decref(probs);
-	if (!m)
-		return ST_ENOMEM;
-	s = json_dumps(m, JSON_COMPACT);
-	json_decref(m);
-	if (!s)
-		return ST_ENOMEM;
-	rc = strlen(s) <= STORE_META_MAX ? store_run_meta_put(b->st, b->id, s, strlen(s))
-					 : ST_ETOOBIG;
-	free(s);
+	rc = run__meta_put(b->st, b->id, m);
 	if (!rc)
 		b->meta_ns = clock_mono_ns();
 	return rc;

@@ -5,6 +5,10 @@
  * (how each agent role reaches its model), llm_provider_ /
  * eval_provider_ (where replies and results come from) and bench_ (many
  * runs in one event loop, and their table).  The commands (cli/) use it.
+ * It is longer than the 800 lines a file should stay under because it is
+ * the module's one public header: every call the commands make of runs,
+ * the journal, the providers and benches is declared here, with its
+ * ownership and its errors.
  *
  * The engine drives the method (search/search.h), calls LLMs through llm/,
  * evaluations through pool/ (engine/eval_real.c), and keeps everything in

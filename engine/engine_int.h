@@ -91,6 +91,9 @@ struct run_spend *run_model_spend(struct run *r, const char *model);
 struct run_memo *run_memo_find(struct run *r, const char *key);
 struct run_memo *run_memo_add(struct run *r, const char *key);
 
+/* Writes m (taken: decref'd; NULL gives ST_ENOMEM) as id's metadata
+ * record, compact JSON; ST_ETOOBIG past STORE_META_MAX. */
+ST_WUR int run__meta_put(struct store *st, const char *id, json_t *m);
 /* Writes the metadata record (state, attempts, best) for `stark list`. */
 ST_WUR int run_meta_write(struct run *r);
 
@@ -161,6 +164,20 @@ ST_WUR int run__phase_agents(struct run *r, struct made *made, enum stop_kind *s
  * why in r->halt_why).  Releases reply.
  */
 ST_WUR int run__llm_reply(struct run *r, struct llm_reply *reply);
+
+/* ---- real evaluations (eval_real.c, for evalpool.c too) ---- */
+
+struct evalrun_zygote;
+/* The request for job (id and solution name its key; device copied, or
+ * left NULL for the caller to set; cache the build cache), into rq, which
+ * must be initialised and owns what it is given, on failure too
+ * (ST_ENOMEM). */
+ST_WUR int eval__request(const struct eval_job *job, const char *device, const char *cache,
+			 struct proto_request *rq);
+/* *z, the zygote of evaluator, started on first use; NULL with *off set
+ * where it is not wanted ($STARK_ZYGOTE=0) or cannot start (said once):
+ * evaluations are then exec'd. */
+struct evalrun_zygote *eval__zygote(const char *evaluator, struct evalrun_zygote **z, bool *off);
 
 /* bench.c: creates run i of a bench from its problem file (kept if it exists). */
 ST_WUR int bench__create_run(struct bench *b, size_t i, char *err, size_t errlen);

@@ -26,7 +26,7 @@
 
 #include "evaluator/evaluator.h"
 #include "pool/pool.h"
-#include "engine/engine.h"
+#include "engine/engine_int.h"
 
 #define EVAL_POLL_MS 200
 
@@ -38,24 +38,25 @@ struct eval_real {
 	bool no_zygote;		       /* $STARK_ZYGOTE=0, or it cannot start */
 };
 
-static int fill_request(struct eval_real *e, const struct eval_job *job, struct proto_request *rq)
+int eval__request(const struct eval_job *job, const char *device, const char *cache,
+		  struct proto_request *rq)
 {
 	char name[PROTO_NAME_MAX];
 
 	snprintf(name, sizeof(name), "%s", job->key);
 	rq->id = str_dup(name);
-	rq->device = str_dup(job->device);
+	if (device && !(rq->device = str_dup(device)))
+		return ST_ENOMEM;
 	rq->format = str_dup(job->format);
 	rq->language = str_dup(job->language ? job->language : "auto");
 	rq->precision = str_dup(job->precision ? job->precision : "fp32");
 	rq->problem_name = str_dup(job->problem_name);
 	rq->solution_name = str_dup(name);
-	rq->cache_dir = str_dup(e->cache);
+	rq->cache_dir = str_dup(cache);
 	rq->problem_src = malloc(job->problem_len + 1);
 	rq->solution_src = malloc(job->code_len + 1);
-	if (!rq->language || !rq->precision ||
-	    !rq->id || !rq->device || !rq->format || !rq->problem_name || !rq->solution_name ||
-	    !rq->cache_dir || !rq->problem_src || !rq->solution_src)
+	if (!rq->language || !rq->precision || !rq->id || !rq->format || !rq->problem_name ||
+	    !rq->solution_name || !rq->cache_dir || !rq->problem_src || !rq->solution_src)
 		return ST_ENOMEM;
 	memcpy(rq->problem_src, job->problem_src, job->problem_len);
 	rq->problem_src[job->problem_len] = '\0';
@@ -69,17 +70,16 @@ static int fill_request(struct eval_real *e, const struct eval_job *job, struct 
 	return ST_OK;
 }
 
-/* The run's zygote, started on first use; NULL to exec instead. */
-static struct evalrun_zygote *zygote(struct eval_real *e)
+struct evalrun_zygote *eval__zygote(const char *evaluator, struct evalrun_zygote **z, bool *off)
 {
-	if (!e->zygote && !e->no_zygote) {
-		e->no_zygote = !evalrun_zygote_wanted();
-		if (!e->no_zygote && evalrun_zygote_start(e->evaluator, NULL, &e->zygote)) {
+	if (!*z && !*off) {
+		*off = !evalrun_zygote_wanted();
+		if (!*off && evalrun_zygote_start(evaluator, NULL, z)) {
 			stark_warn("evaluations run without a zygote (each evaluator process is exec'd)");
-			e->no_zygote = true;
+			*off = true;
 		}
 	}
-	return e->zygote;
+	return *z;
 }
 
 static int real_eval(struct eval_provider *p, const struct eval_job *job, struct proto_result *out)
@@ -92,14 +92,14 @@ static int real_eval(struct eval_provider *p, const struct eval_job *job, struct
 	int rc;
 
 	proto_request_init(&rq);
-	rc = fill_request(e, job, &rq);
+	rc = eval__request(job, job->device, e->cache, &rq);
 	if (rc)
 		goto out;
 	evalrun_opts_init(&copts);
 	evalrun_opts_init(&ropts);
 	copts.evaluator = ropts.evaluator = e->evaluator;
 	evalrun_jail_opts(&copts, &ropts, e->cache, job->device, job->insecure, &binds);
-	copts.zygote = ropts.zygote = zygote(e);
+	copts.zygote = ropts.zygote = eval__zygote(e->evaluator, &e->zygote, &e->no_zygote);
 	rc = evalrun_pair_start(&copts, &ropts, &rq, EVALRUN_AUTO, &pair);
 	/* Polled in slices, so that a signal cancels it. */
 	while (!rc && !(p->stop && *p->stop) && (rc = evalrun_pair_poll(pair, EVAL_POLL_MS)) == 0)

@@ -72,49 +72,6 @@ struct eval_pool {
 	struct pool_job *jobs; /* base.slots of them */
 };
 
-static struct evalrun_zygote *pool_zygote(struct eval_pool *e)
-{
-	if (!e->zygote && !e->no_zygote) {
-		e->no_zygote = !evalrun_zygote_wanted();
-		if (!e->no_zygote && evalrun_zygote_start(e->evaluator, NULL, &e->zygote)) {
-			stark_warn(
-			    "evaluations run without a zygote (each evaluator process is exec'd)");
-			e->no_zygote = true;
-		}
-	}
-	return e->zygote;
-}
-
-static int copy_job(struct eval_pool *e, const struct eval_job *job, struct proto_request *rq)
-{
-	char name[PROTO_NAME_MAX];
-
-	snprintf(name, sizeof(name), "%s", job->key);
-	rq->id = str_dup(name);
-	rq->format = str_dup(job->format);
-	rq->language = str_dup(job->language ? job->language : "auto");
-	rq->precision = str_dup(job->precision ? job->precision : "fp32");
-	rq->problem_name = str_dup(job->problem_name);
-	rq->solution_name = str_dup(name);
-	rq->cache_dir = str_dup(e->cache);
-	rq->problem_src = malloc(job->problem_len + 1);
-	rq->solution_src = malloc(job->code_len + 1);
-	if (!rq->language || !rq->precision ||
-	    !rq->id || !rq->format || !rq->problem_name || !rq->solution_name || !rq->cache_dir ||
-	    !rq->problem_src || !rq->solution_src)
-		return ST_ENOMEM;
-	memcpy(rq->problem_src, job->problem_src, job->problem_len);
-	rq->problem_src[job->problem_len] = '\0';
-	rq->problem_len = job->problem_len;
-	memcpy(rq->solution_src, job->code, job->code_len);
-	rq->solution_src[job->code_len] = '\0';
-	rq->solution_len = job->code_len;
-	rq->stage = PROTO_STAGE_COMPILE;
-	rq->seed = job->seed;
-	rq->wall_ms = EVAL_DEFAULT_WALL_MS;
-	return ST_OK;
-}
-
 /* The live device with the fewest in flight that the job has not tried; -1 if none. */
 static int pick_device(const struct eval_pool *e, uint32_t tried, bool need_slot)
 {
@@ -145,7 +102,7 @@ static int launch(struct eval_pool *e, struct pool_job *j, int dev, bool insecur
 	evalrun_opts_init(&j->ropts);
 	j->copts.evaluator = j->ropts.evaluator = e->evaluator;
 	evalrun_jail_opts(&j->copts, &j->ropts, e->cache, d->name, insecure, &j->binds);
-	j->copts.zygote = j->ropts.zygote = pool_zygote(e);
+	j->copts.zygote = j->ropts.zygote = eval__zygote(e->evaluator, &e->zygote, &e->no_zygote);
 	j->ropts.lock_fd = d->lock_fd;
 	rc = evalrun_pair_start(&j->copts, &j->ropts, &j->rq, EVALRUN_AUTO, &j->pair);
 	if (rc) {
@@ -221,7 +178,7 @@ static int pool_start(struct eval_provider *p, const struct eval_job *job, uint6
 	j->used = true;
 	j->tag = tag;
 	j->insecure = job->insecure;
-	rc = copy_job(e, job, &j->rq);
+	rc = eval__request(job, NULL, e->cache, &j->rq);
 	if (!rc)
 		rc = launch_somewhere(e, j, true);
 	if (rc == ST_EBUSY && j->first_dev >= 0)

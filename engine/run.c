@@ -388,13 +388,6 @@ static int load_prompts(struct run *r, char *err, size_t errlen)
 	return ST_EVERSION;
 }
 
-void run_pending_clear(struct run *r)
-{
-	for (size_t i = 0; i < ST_ARRAY_LEN(r->pend.msgs); i++)
-		free((char *)r->pend.msgs[i].content);
-	memset(&r->pend, 0, sizeof(r->pend));
-}
-
 static int journal_fail(struct run *r, int rc, char *err, size_t errlen)
 {
 	snprintf(err, errlen, "run %s: cannot write the journal: %s", r->id, stark_strerror(rc));

@@ -5,7 +5,8 @@
  * for per-node facts; adding events to the batch and committing it; the
  * state and configuration events and the metadata record that `stark list`
  * shows; the progress line on a terminal; the default store folder;
- * freeing it all.  The ground the other run files stand on.
+ * dropping what it waits on; freeing it all.  The ground the other run
+ * files stand on.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -71,6 +72,13 @@ void run_free(struct run *r)
 	free(r->info);
 	store_unlock_run(r->lock);
 	free(r);
+}
+
+void run_pending_clear(struct run *r)
+{
+	for (size_t i = 0; i < ST_ARRAY_LEN(r->pend.msgs); i++)
+		free((char *)r->pend.msgs[i].content);
+	memset(&r->pend, 0, sizeof(r->pend));
 }
 
 uint32_t run_best(const struct run *r)
@@ -212,12 +220,27 @@ int run__commit(struct run *r)
 
 /* ---- metadata and state ---- */
 
+int run__meta_put(struct store *st, const char *id, json_t *m)
+{
+	char *s;
+	int rc;
+
+	if (!m)
+		return ST_ENOMEM;
+	s = json_dumps(m, JSON_COMPACT);
+	json_decref(m);
+	if (!s)
+		return ST_ENOMEM;
+	rc = strlen(s) <= STORE_META_MAX ? store_run_meta_put(st, id, s, strlen(s)) : ST_ETOOBIG;
+	free(s);
+	return rc;
+}
+
 int run_meta_write(struct run *r)
 {
 	uint32_t best = run_best(r);
 	struct run_spend t = run_spend_total(r);
 	json_t *m;
-	char *s;
 	int rc;
 
 	m = json_pack(
@@ -228,14 +251,7 @@ int run_meta_write(struct run *r)
 	    best == TREE_NONE ? json_null() : jr_real_new(tree_node(r->tree, best)->speedup),
 	    "beats_reference", run_beats_reference(r, best), "created", r->created, "updated",
 	    run__now(), "dollars", jr_real_new(t.dollars));
-	if (!m)
-		return ST_ENOMEM;
-	s = json_dumps(m, JSON_COMPACT);
-	json_decref(m);
-	if (!s)
-		return ST_ENOMEM;
-	rc = store_run_meta_put(r->st, r->id, s, strlen(s));
-	free(s);
+	rc = run__meta_put(r->st, r->id, m);
 	if (!rc)
 		r->meta_ns = clock_mono_ns();
 	return rc;

@@ -48,73 +48,26 @@
 
 #include "evaluator/evaluator.h"
 #include "evaluator/evaluator_int.h"
+#include "evaluator/pysrc.h"
 #include "sandbox/sandbox.h"
 
 #ifndef STARK_PYTHON
 #define STARK_PYTHON "/usr/bin/python3"
 #endif
 
-/* The harness, embedded by pysrc.S, in dependency order: each module is
-   executed before those that import it, since a jail holds no source tree
-   to import from.  stark_cuda is the fast format's runtime, which solutions
-   import. */
-#define PYSRC(sym) extern const char sym##_start[], sym##_end[]
-PYSRC(stark_py_cuda);
-PYSRC(stark_py_wire);
-PYSRC(stark_py_rules);
-PYSRC(stark_py_lang);
-PYSRC(stark_py_triton);
-PYSRC(stark_py_nvcc);
-PYSRC(stark_py_build);
-PYSRC(stark_py_env);
-PYSRC(stark_py_worker_gpu);
-PYSRC(stark_py_worker_outputs);
-PYSRC(stark_py_worker_memory);
-PYSRC(stark_py_worker);
-PYSRC(stark_py_referee_common);
-PYSRC(stark_py_referee_readings);
-PYSRC(stark_py_referee_workers);
-PYSRC(stark_py_referee_lock);
-PYSRC(stark_py_memory);
-PYSRC(stark_py_referee_memory);
-PYSRC(stark_py_referee_compare);
-PYSRC(stark_py_referee_data);
-PYSRC(stark_py_referee_timing);
-PYSRC(stark_py_referee_checks);
-PYSRC(stark_py_referee_build);
-PYSRC(stark_py_referee_verdicts);
-PYSRC(stark_py_referee);
+/* The harness, embedded by pysrc.S and executed in the order of pysrc.h. */
+#define PYSRC_DECLARE(name) extern const char stark_py_##name##_start[], stark_py_##name##_end[];
+STARK_HARNESS(PYSRC_DECLARE)
+#undef PYSRC_DECLARE
 
 static const struct {
 	const char *name;
 	const char *start;
 	const char *end;
 } harness[] = {
-	{"stark_cuda", stark_py_cuda_start, stark_py_cuda_end},
-	{"stark_wire", stark_py_wire_start, stark_py_wire_end},
-	{"stark_rules", stark_py_rules_start, stark_py_rules_end},
-	{"stark_lang", stark_py_lang_start, stark_py_lang_end},
-	{"stark_triton", stark_py_triton_start, stark_py_triton_end},
-	{"stark_nvcc", stark_py_nvcc_start, stark_py_nvcc_end},
-	{"stark_build", stark_py_build_start, stark_py_build_end},
-	{"stark_env", stark_py_env_start, stark_py_env_end},
-	{"stark_worker_gpu", stark_py_worker_gpu_start, stark_py_worker_gpu_end},
-	{"stark_worker_outputs", stark_py_worker_outputs_start, stark_py_worker_outputs_end},
-	{"stark_worker_memory", stark_py_worker_memory_start, stark_py_worker_memory_end},
-	{"stark_worker", stark_py_worker_start, stark_py_worker_end},
-	{"stark_referee_common", stark_py_referee_common_start, stark_py_referee_common_end},
-	{"stark_referee_readings", stark_py_referee_readings_start, stark_py_referee_readings_end},
-	{"stark_referee_workers", stark_py_referee_workers_start, stark_py_referee_workers_end},
-	{"stark_referee_lock", stark_py_referee_lock_start, stark_py_referee_lock_end},
-	{"stark_memory", stark_py_memory_start, stark_py_memory_end},
-	{"stark_referee_memory", stark_py_referee_memory_start, stark_py_referee_memory_end},
-	{"stark_referee_compare", stark_py_referee_compare_start, stark_py_referee_compare_end},
-	{"stark_referee_data", stark_py_referee_data_start, stark_py_referee_data_end},
-	{"stark_referee_timing", stark_py_referee_timing_start, stark_py_referee_timing_end},
-	{"stark_referee_checks", stark_py_referee_checks_start, stark_py_referee_checks_end},
-	{"stark_referee_build", stark_py_referee_build_start, stark_py_referee_build_end},
-	{"stark_referee_verdicts", stark_py_referee_verdicts_start, stark_py_referee_verdicts_end},
-	{"stark_referee", stark_py_referee_start, stark_py_referee_end},
+#define PYSRC_ENTRY(name) {"stark_" #name, stark_py_##name##_start, stark_py_##name##_end},
+	STARK_HARNESS(PYSRC_ENTRY)
+#undef PYSRC_ENTRY
 };
 
 /* Init-once process state. */

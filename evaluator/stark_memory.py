@@ -140,7 +140,7 @@ def budget(total):
 #             tensors, the weights, the inputs' copy (w + 2i + ci); also a
 #             KernelBench trial's (made on the host, cast, moved) and the
 #             scaled trials' (the variant made in the buffers in place,
-#             stark_wire.vary_tensors_, piece by piece: VARY_BYTES more)
+#             stark_tensors.vary_tensors_, piece by piece: VARY_BYTES more)
 #   call      a forward: w + i + ci + f, and the outputs' copy (co)
 #   repeat    the reference's second forward of the first trial on the same
 #             inputs (stark_worker_memory.repeat_check), beside the first
@@ -174,7 +174,7 @@ def budget(total):
 # between those figures and torch.cuda.memory_reserved in the same run.
 
 # Temporaries of the in-place, piece-by-piece passes over inputs (variant,
-# centring, weighted digests): a piece of stark_wire.COMPARE_CHUNK (4M)
+# centring, weighted digests): a piece of stark_tensors.COMPARE_CHUNK (4M)
 # elements in float64 and a product of it, 2 x 32 MiB, with room.
 VARY_BYTES = 128 * MIB
 # The float64 runs happen only within these (stark_worker_outputs'

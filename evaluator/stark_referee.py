@@ -449,7 +449,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
 
     def check_trials(self):
         """The trials alternate between the problem's own inputs and the
-        variant distribution (stark_wire.vary_inputs), odd trials scaled."""
+        variant distribution (stark_tensors.vary_inputs), odd trials scaled."""
         trials = self.req["trials"]
         t0 = time.monotonic()
         first_fail = None

@@ -20,6 +20,7 @@ timing_unverified, below_timer_resolution and speedup_beyond_roofline.
 """
 
 import stark_rules as R
+import stark_tensors as T
 import stark_wire as W
 from stark_referee_common import Verdict, derive, number
 from stark_referee_workers import Stopped
@@ -123,7 +124,7 @@ class Checks:
     """The part of Evaluation that checks integrity, probes and flags."""
 
     def check_gen(self, ref_desc, cand_desc, what):
-        bad = W.inputs_mismatch(ref_desc, cand_desc)
+        bad = T.inputs_mismatch(ref_desc, cand_desc)
         if bad is not None:
             raise Verdict("rejected", "integrity check 'inputs' failed (%s): the "
                           "candidate's worker made other inputs than the reference's "

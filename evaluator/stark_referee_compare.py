@@ -3,13 +3,13 @@ reference worker's statistics checked and put in the verdict's words, and
 the float64 second opinion.
 
 The comparison itself runs in the reference worker, on its device
-(stark_wire.compare_tensor, stark_rules); the referee chooses the
+(stark_tensors.compare_tensor, stark_rules); the referee chooses the
 tolerances, validates the statistics it gets back (malformed ones are the
 evaluator's error, not the candidate's) and writes the message that names
 the first element outside them.
 
 Two rules judge every floating output:
-  elementwise  |got - want| <= atol + rtol * |want| (stark_wire);
+  elementwise  |got - want| <= atol + rtol * |want| (stark_tensors);
   scale        the RMS of the error within stark_rules.scale_fraction(rtol)
                of the output's RMS (1% at float32's default rtol): an
                output whose values all sit under atol would otherwise pass
@@ -33,7 +33,7 @@ VARIANT_ATOL_MAX = 64.0
 # An output that fails the comparison gets a second opinion: the reference
 # worker runs the reference again in float64 on the same inputs, and the
 # candidate passes when it is within the tolerance plus RECHECK_SLACK times
-# the reference's own error (stark_wire.compare_exact).  Honest kernels
+# the reference's own error (stark_tensors.compare_exact).  Honest kernels
 # differ from a float32 reference by its rounding (on the H100 a row scan of
 # 2048 normals, honest, missed atol=1e-4 by 2.2e-5 where the sum crossed
 # zero), and one that is more exact than the reference differs by all of

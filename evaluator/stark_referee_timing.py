@@ -60,7 +60,7 @@ def jit_new(reply):
 # by tens of percent.  The spin costs idle GPU time, never correctness, so
 # it grows with the reference's host time; the candidate's own host time
 # moves it only up to SPIN_CAND_US, since host work done during the spin
-# goes unseen (README, known gaps): a candidate cannot buy itself a longer
+# goes unseen (docs/METHOD.md, known gaps): a candidate cannot buy itself a longer
 # blind spot by launching slowly.  Calls whose launching outlasted their
 # spin are counted (env timing_spin_short).
 SPIN_START_US = 400

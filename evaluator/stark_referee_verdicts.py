@@ -13,7 +13,7 @@ table used: precision fp32, seed_num 42, num_correct_trials 5.
   - inputs: set_seed(trial seed) (torch.manual_seed, and on a GPU
     torch.cuda.manual_seed), get_inputs() on the CPU, every tensor cast to
     float32 (integer ones too) and moved to the device; the seed set again
-    before the models run (stark_worker._kb_generate);
+    before the models run (stark_worker_inputs._kb_generate);
   - the reference's output and the candidate's must have the same shape
     (else "Output shape mismatch", and the trials stop), then
     torch.allclose(reference, candidate, atol=1e-4, rtol=1e-4); a trial

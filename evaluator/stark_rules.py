@@ -1,5 +1,5 @@
 """stark_rules -- the rules outputs are judged by, beyond the elementwise
-tolerance of stark_wire.compare_tensor: functions of tensors, shared by the
+tolerance of stark_tensors.compare_tensor: functions of tensors, shared by the
 reference worker (which runs them on its device) and the referee (which
 chooses their parameters and reads their results).
 
@@ -24,7 +24,7 @@ chooses their parameters and reads their results).
                    calls it (src/kernelbench/eval.py,
                    run_and_check_correctness).
 
-Every function works in chunks of stark_wire.COMPARE_CHUNK elements, so no
+Every function works in chunks of stark_tensors.COMPARE_CHUNK elements, so no
 temporary is larger than a chunk, and accumulates in float64.
 """
 
@@ -32,6 +32,7 @@ import math
 
 import torch
 
+import stark_tensors as T
 import stark_wire as W
 
 U32 = 2.0 ** -24              # float32's unit roundoff
@@ -95,8 +96,8 @@ def _sums(got, want, exact, jittered=None):
     j = jittered.reshape(-1) if jittered is not None else None
     out = {"cand": 0.0, "ref": 0.0, "scale": 0.0, "in": 0.0, "n": 0}
     d64 = torch.float64
-    for off in range(0, w.numel(), W.COMPARE_CHUNK):
-        sl = slice(off, off + W.COMPARE_CHUNK)
+    for off in range(0, w.numel(), T.COMPARE_CHUNK):
+        sl = slice(off, off + T.COMPARE_CHUNK)
         wc = w[sl].to(d64)
         xc = x[sl].to(device=wc.device, dtype=d64)
         gc = g[sl].to(device=wc.device, dtype=d64)
@@ -211,7 +212,7 @@ def jitter_(t, gen):
     return t.mul_(noise.add_(1.0))
 
 
-CENTRE_CHUNK = 1 << 22        # elements centred per step (as stark_wire.COMPARE_CHUNK)
+CENTRE_CHUNK = 1 << 22        # elements centred per step (as stark_tensors.COMPARE_CHUNK)
 
 
 def _centre_mean(x):
@@ -342,8 +343,8 @@ def kb_allclose(got, want, atol, rtol):
     close, nbad, total, first = True, 0, 0.0, None
     max_diff, used = 0.0, 0.0
     n = w.numel()
-    for off in range(0, n, W.COMPARE_CHUNK):
-        wc, gc = w[off:off + W.COMPARE_CHUNK], g[off:off + W.COMPARE_CHUNK]
+    for off in range(0, n, T.COMPARE_CHUNK):
+        wc, gc = w[off:off + T.COMPARE_CHUNK], g[off:off + T.COMPARE_CHUNK]
         ok = torch.isclose(wc, gc, rtol=rtol, atol=atol)
         if not bool(ok.all()):
             close = False

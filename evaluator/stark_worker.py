@@ -28,8 +28,9 @@ the bytes the reference worker reads from the output window, the digests
 that tie them to the moment the call returned, and its own clock.
 
 The worker is one class, Worker, in parts: its GPU machinery for timing
-(stark_worker_gpu), its outputs (stark_worker_outputs) and what it knows
-about memory (stark_worker_memory) are modules of their own.
+(stark_worker_gpu), its inputs (stark_worker_inputs), its outputs
+(stark_worker_outputs) and what it knows about memory (stark_worker_memory)
+are modules of their own.
 """
 
 import json
@@ -48,20 +49,15 @@ import stark_build
 import stark_cuda
 import stark_rules as R
 import stark_triton
+import stark_tensors as T
 import stark_wire as W
 from stark_worker_gpu import GpuTiming
+from stark_worker_inputs import Inputs
 from stark_worker_memory import OOM_TYPES, Memory, is_oom
-from stark_worker_outputs import Outputs, storage_span
+from stark_worker_outputs import Outputs
 
 TRACEBACK_MAX = 200000
 COPY_CHECK_BYTES = 1 << 30   # inputs/outputs copied for checks, beyond: digests
-MODEL64_KEEP_BYTES = 256 << 20   # a float64 copy of the model kept between calls up to this
-
-
-def _nbytes(model):
-    """Bytes of a module's parameters and buffers."""
-    return sum(t.numel() * t.element_size() for t in
-               list(model.parameters()) + list(model.buffers()))
 
 
 def _error(phase, exc, extra=None):
@@ -107,7 +103,7 @@ def _exec_module(name, filename, src):
     return mod
 
 
-class Worker(GpuTiming, Outputs, Memory):
+class Worker(GpuTiming, Inputs, Outputs, Memory):
     """One worker: its model, this call's inputs and outputs, and the
     command loop (serve)."""
 
@@ -368,224 +364,10 @@ class Worker(GpuTiming, Outputs, Memory):
             return None, self._build_failed()
         return {"load_s": time.monotonic() - t0, "build": stark_build.summary()}, None
 
-    # -- inputs ----------------------------------------------------------
-    def _seed_all(self, seed):
-        torch.manual_seed(seed)
-        random.seed(seed)
-        np = sys.modules.get("numpy")
-        if np is not None:
-            try:
-                np.random.seed(seed & 0xFFFFFFFF)
-            except Exception:
-                pass
-
-    def _generate(self):
-        """get_inputs() with this worker's device as the default device
-        (torch 2.x), so the inputs are made where they are used; torch 1.x
-        has no default device: there they are made on the CPU and moved."""
-        get = self.problem.get_inputs
-        if self.device.type != "cpu" and hasattr(torch.device, "__enter__"):
-            with torch.device(self.device):
-                items = get()
-        else:
-            items = get()
-        if not isinstance(items, (list, tuple)):
-            raise TypeError("get_inputs() returned %s, not a list" % type(items).__name__)
-        return list(items)
-
-    def cmd_gen(self, args):
-        """Makes this call's inputs from the referee's seed, with the
-        problem's module-level sizes overridden as asked (and restored), in
-        the problem's or the variant distribution (stark_wire.vary_inputs).
-        The values land in the same buffers as the last call's (when shapes
-        agree), as a benchmark loop would: results cached on data pointers
-        come out stale, and allocation patterns stay alike from call to
-        call.  Replies with the description the referee compares.
-
-        Memory: the last call's outputs and copies are let go before
-        get_inputs() runs, the generated tensors are dropped once copied
-        into the buffers, and the variant is made in the buffers in place,
-        so a call's inputs need their own size twice (generated and
-        buffered) at the peak, not four times."""
-        self.outputs = None
-        self.snapshot = None
-        self.kept = None
-        self.exact = None
-        self.exact_j = None
-        self.sending = None
-        self.cmp = None
-        if self.model64 is not None and _nbytes(self.model64) > MODEL64_KEEP_BYTES:
-            # A large float64 copy of the model is made again when next
-            # needed, not held through every later phase (stark_memory).
-            self.model64 = None
-        items, variant = self._make_inputs(args)
-        desc, tensors = W.describe_inputs(items)
-        nbytes = sum(t.numel() * t.element_size() for t in tensors)
-        self.slot = self._slot(nbytes, args.get("slot"), args.get("places"))
-        self.gen_desc = desc
-        self.gen_args = dict(args)
-        # The call's other arguments, without references to the generated
-        # tensors (dropped once copied into the buffers).
-        values = [None if isinstance(x, torch.Tensor) else x for x in items]
-        is_tensor = [isinstance(x, torch.Tensor) for x in items]
-        del items
-        placed = self._place(desc, tensors, variant=variant, centre=bool(args.get("centre")))
-        del tensors
-        it = iter(placed)
-        self.inputs = [next(it) if t else v for v, t in zip(values, is_tensor)]
-        if self.device.type == "cuda":
-            # Inputs complete before the next command: a timed call queued
-            # behind the flush context's spin must find nothing of this
-            # context's left to wait for (see _timed).
-            torch.cuda.synchronize(self.device)
-        reply = {"items": desc["items"], "bytes": nbytes, "placements": self.n_slots}
-        mem = self.mem_facts()
-        if mem:
-            reply["mem"] = mem
-        return reply
-
-    def _make_inputs(self, args, own_seed=True):
-        """get_inputs() for GEN's args: the items, and the seed of the
-        variant to apply (None for the problem's own distribution)."""
-        seed = int(args["seed"])
-        sizes = args.get("sizes") if isinstance(args.get("sizes"), dict) else {}
-        mod = self.problem
-        saved = {}
-        dtype = torch.get_default_dtype()
-        kb = args.get("kb") if isinstance(args.get("kb"), str) else None
-        if own_seed:
-            self.centred = None
-        try:
-            for k, v in sizes.items():
-                if isinstance(k, str) and type(v) is int and type(getattr(mod, k, None)) is int:
-                    saved[k] = getattr(mod, k)
-                    setattr(mod, k, v)
-            # A solution's top level may have changed the default dtype;
-            # inputs are made the way the problem expects, in both workers.
-            torch.set_default_dtype(torch.float32)
-            if kb is not None:
-                items = self._kb_generate(seed, kb)
-            else:
-                self._seed_all(seed)
-                items = self._generate()
-            if self.dtype is not None:
-                # --precision: floating inputs cast (integer ones are
-                # indices and counts, kept; KernelBench's own verdict casts
-                # every tensor, as its harness does: _kb_generate).
-                items = [t.to(dtype=self.dtype) if isinstance(t, torch.Tensor) and
-                         t.is_floating_point() else t for t in items]
-            if args.get("centre") and not own_seed:
-                # (never with a variant: the precision probe's own inputs)
-                # Made again for a float64 run: centred into new tensors
-                # (get_inputs() may return tensors it keeps).  GEN's are
-                # centred in the buffers (_place).
-                items, _ = R.centre_inputs(items)
-        finally:
-            for k, v in saved.items():
-                setattr(mod, k, v)
-            torch.set_default_dtype(dtype)
-        if kb is not None:
-            if own_seed:
-                # KernelBench seeds again before it runs the models.
-                self._kb_seed(seed)
-        elif self.role == "cand" and own_seed:
-            # Randomness the candidate draws stays unpredictable.
-            self._seed_all(int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1))
-        return items, (seed if args.get("variant") else None)
-
-    def regenerate_inputs(self):
-        """The last GEN's inputs made again from its seed (fresh tensors,
-        the variant applied): what the call's inputs were before the call,
-        where the worker kept no copy of them (check_copy_bytes).  Returns
-        the call's arguments, or None when there was no GEN."""
-        if self.gen_args is None:
-            return None
-        items, variant = self._make_inputs(self.gen_args, own_seed=False)
-        if variant is not None:
-            items = W.vary_inputs(items, variant)
-        return items
-
-    def _kb_seed(self, seed):
-        """KernelBench's set_seed: torch.manual_seed, and on a GPU
-        torch.cuda.manual_seed."""
-        torch.manual_seed(seed)
-        if self.device.type == "cuda":
-            torch.cuda.manual_seed(seed)
-
-    def _kb_generate(self, seed, precision):
-        """A KernelBench trial's inputs, made as its harness makes them
-        (eval.py, run_and_check_correctness): set_seed(trial seed),
-        get_inputs() on the CPU (no default device), every tensor cast to
-        the precision's dtype and moved to the device
-        (stark_rules.kb_process_input)."""
-        self._kb_seed(seed)
-        items = self.problem.get_inputs()
-        if not isinstance(items, (list, tuple)):
-            raise TypeError("get_inputs() returned %s, not a list" % type(items).__name__)
-        return [R.kb_process_input(x, self.device, precision) for x in items]
-
-    def _place(self, desc, tensors, check=True, variant=None, centre=False):
-        """Copies generated tensors into the persistent input buffers of
-        this call's placement on this worker's device, makes the variant
-        there (variant: its seed) or centres them (centre: the precision
-        probe's, stark_rules.centre_) and keeps what the mutation check needs
-        (unless `check` is false: the SCAN's unchecked calls): a copy of
-        each input, or, where the inputs pass check_copy_bytes, a weighted
-        digest of each (stark_wire.weighted_digest)."""
-        specs = [d for d in desc["items"] if d["t"] == "tensor"]
-        placed = []
-        bufs = self.slot_bufs.get(self.slot, [])
-        for i, (d, t) in enumerate(zip(specs, tensors)):
-            t = t.detach()
-            buf = bufs[i] if i < len(bufs) else None
-            if (isinstance(buf, torch.Tensor) and buf.shape == t.shape and
-                    buf.dtype == t.dtype and buf.device == self.device):
-                buf.requires_grad_(False)
-                buf.copy_(t)
-            else:
-                # Always a buffer of our own: get_inputs() may return a
-                # tensor it keeps (a module-level constant), which a model
-                # that mutates its inputs would otherwise change for later
-                # calls.
-                if i < len(bufs):
-                    bufs[i] = None      # the old buffer goes before the new one comes
-                with self._in_slot():
-                    buf = torch.empty(t.shape, dtype=t.dtype, device=self.device)
-                buf.copy_(t)
-            buf.requires_grad_(False)
-            placed.append(buf)
-        self.slot_bufs[self.slot] = placed
-        self.in_bufs = placed
-        self.in_spans = [storage_span(x) for x in placed]
-        if variant is not None:
-            W.vary_tensors_(placed, variant)
-        elif centre:
-            # The precision probe's inputs, centred in the buffers piece by
-            # piece: no second copy of them (stark_memory's centre phase).
-            self.centred = sum(R.centre_(placed))
-        if not check:
-            return placed
-        if sum(x.numel() * x.element_size() for x in placed) > self.check_copy_bytes():
-            self.pristine = [W.weighted_digest(x) for x in placed]
-        else:
-            pristine = []
-            for i, x in enumerate(placed):
-                p = self.pristine[i] if i < len(self.pristine) else None
-                if isinstance(p, torch.Tensor) and p.shape == x.shape and p.dtype == x.dtype:
-                    p.copy_(x)
-                else:
-                    p = x.detach().clone()
-                pristine.append(p)
-            self.pristine = pristine
-        for d, x in zip(specs, placed):
-            if d.get("requires_grad") and x.is_floating_point():
-                x.requires_grad_(True)
-        return placed
-
     def check_copy_bytes(self):
         """Inputs or outputs up to this many bytes are copied for the
         mutation and late-write checks, larger ones summed by
-        stark_wire.weighted_digest: a copy of an 8 GiB input would take 8
+        stark_tensors.weighted_digest: a copy of an 8 GiB input would take 8
         GiB more of the device for a check."""
         return COPY_CHECK_BYTES
 
@@ -617,7 +399,7 @@ class Worker(GpuTiming, Outputs, Memory):
             items = list(out) if isinstance(out, (tuple, list)) else [out]
             if digest:
                 h = time.perf_counter()
-                info["digest"] = [W.output_digest(t) for t in items[:W.MAX_TENSORS]]
+                info["digest"] = [T.output_digest(t) for t in items[:W.MAX_TENSORS]]
                 info["host_us"].append(round((time.perf_counter() - h) * 1e6, 1))
         else:
             self.outputs = self._forward()
@@ -650,7 +432,7 @@ class Worker(GpuTiming, Outputs, Memory):
         size = sum(t.numel() * t.element_size() for t, p in zip(items, plain) if p)
         if size > self.check_copy_bytes():
             # Large outputs: a weighted digest of each instead of a copy.
-            self.snapshot = [W.weighted_digest(t) if p else None for t, p in zip(items, plain)]
+            self.snapshot = [T.weighted_digest(t) if p else None for t, p in zip(items, plain)]
         else:
             self.snapshot = [t.detach().clone() if p else None for t, p in zip(items, plain)]
 

@@ -17,6 +17,7 @@ import time
 import torch
 
 import stark_cuda
+import stark_tensors as T
 import stark_wire as W
 
 FLUSH_L2_TIMES = 2            # an L2 flush writes this many times the L2's size
@@ -184,7 +185,7 @@ class GpuTiming:
             while len(self.pools) <= p:
                 self.pools.append(torch.cuda.MemPool())
             self.slot = p
-            inputs.append(W.with_tensors(self.inputs,
+            inputs.append(T.with_tensors(self.inputs,
                                         self._place(self.gen_desc, src, check=False)))
             self.inputs = inputs[-1]
             with self._in_slot():

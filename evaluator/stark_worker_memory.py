@@ -17,6 +17,7 @@ import weakref
 
 import torch
 
+import stark_tensors as T
 import stark_wire as W
 
 try:
@@ -230,13 +231,13 @@ class Memory:
                 free, _ = torch.cuda.mem_get_info(self.device)
                 room = free > 2 * size + REPEAT_ROOM
         if not room:
-            sums = [W.weighted_digest(t) for t in a]
+            sums = [T.weighted_digest(t) for t in a]
             del a, first
             self.outputs = None
             second = self._forward()
             self.outputs = second
             b = list(second) if isinstance(second, (tuple, list)) else [second]
-            same = len(b) == len(sums) and all(W.weighted_digest(t) == s for t, s in zip(b, sums))
+            same = len(b) == len(sums) and all(T.weighted_digest(t) == s for t, s in zip(b, sums))
             return {"digest_only": True, "equal": same}
         second = self._forward()
         b = list(second) if isinstance(second, (tuple, list)) else [second]
@@ -247,12 +248,12 @@ class Memory:
             if x.shape != y.shape or x.dtype != y.dtype:
                 return {"equal": False, "nbad": max(x.numel(), 1), "max_abs": math.inf,
                         "index": i}
-            if W.weighted_digest(x) == W.weighted_digest(y):
+            if T.weighted_digest(x) == T.weighted_digest(y):
                 continue
             res["equal"] = False
             atol, rtol = tols.get(W.DTYPE_NAMES.get(x.dtype, ""), (0.0, 0.0))
-            r = W.compare_tensor(y, x, atol, rtol)
-            exact = W.compare_tensor(y, x, 0.0, 0.0)
+            r = T.compare_tensor(y, x, atol, rtol)
+            exact = T.compare_tensor(y, x, 0.0, 0.0)
             res["max_abs"] = max(res["max_abs"], exact["max_abs"])
             if r["nbad"] and "index" not in res:
                 res.update({"nbad": r["nbad"], "index": i, "numel": x.numel()})

@@ -17,6 +17,7 @@ import math
 import torch
 
 import stark_rules as R
+import stark_tensors as T
 import stark_wire as W
 
 RECHECK_BYTES = 2 << 30      # cap on the float64 outputs of a recheck (_exact)
@@ -41,11 +42,11 @@ def _overlaps(a, b):
 
 def _same_bytes(a, b):
     """Bitwise equality (NaN payloads included) of two tensors; b may be
-    a's weighted digest (stark_wire.weighted_digest) as it was, kept
+    a's weighted digest (stark_tensors.weighted_digest) as it was, kept
     instead of a copy of a large tensor."""
     if type(b) is int:
         try:
-            return W.weighted_digest(a) == b
+            return T.weighted_digest(a) == b
         except Exception:
             return False
     try:
@@ -68,8 +69,8 @@ def _magnitude(t):
     if not t.is_floating_point() or t.numel() == 0:
         return 0.0
     flat, total = t.detach().reshape(-1), 0.0
-    for off in range(0, flat.numel(), W.COMPARE_CHUNK):
-        total += float(flat[off:off + W.COMPARE_CHUNK].abs().sum(dtype=torch.float64))
+    for off in range(0, flat.numel(), T.COMPARE_CHUNK):
+        total += float(flat[off:off + T.COMPARE_CHUNK].abs().sum(dtype=torch.float64))
     m = total / flat.numel()
     return m if m == m and m not in (float("inf"), float("-inf")) else 0.0
 
@@ -298,7 +299,7 @@ class Outputs:
         last), and its precision statistics come from its first piece."""
         st = self.cmp
         dt, _, nb = st["specs"][i]
-        st["digest"][i] = W.digest_add(st["digest"][i], W.digest_part(got, nb))
+        st["digest"][i] = T.digest_add(st["digest"][i], T.digest_part(got, nb))
         esize = nb // max(math.prod(st["shape"][i]), 1)
         e0, e1 = lo // esize, hi // esize
         g = got.view(dt)
@@ -318,9 +319,9 @@ class Outputs:
                                "re_error": None, "scale": None, "precision": None}
         st["acc"][i] = acc
         frac = st["fracs"][i]
-        r = W.compare_tensor(g, want, atol, rtol)
+        r = T.compare_tensor(g, want, atol, rtol)
         r["scale_bad"] = R.scale_bad(r, frac)
-        acc["plain"] = W.merge_results(acc["plain"], r, e0)
+        acc["plain"] = T.merge_results(acc["plain"], r, e0)
         piece = r
         if (r["nbad"] or r["scale_bad"]) and st["slack"] and want.is_floating_point():
             rr = self._recheck(i, g, want, atol, rtol, st["slack"], e0, e1, r, frac)
@@ -335,7 +336,7 @@ class Outputs:
                     acc["scale"] = rr["scale"]
                 if not rr["nbad"] and not rr["scale_bad"]:
                     piece = rr
-        acc["final"] = W.merge_results(acc["final"], piece, e0)
+        acc["final"] = T.merge_results(acc["final"], piece, e0)
         if st["precision"] and lo == 0 and want.is_floating_point():
             if st["precision"] == "probe" and not self.centred:
                 acc["precision"] = {"error": "nothing to centre: every floating input already "
@@ -410,7 +411,7 @@ class Outputs:
     def _recheck(self, i, got, want, atol, rtol, slack, e0, e1, first, frac=0.0):
         """A piece (elements [e0, e1)) of output i failed the comparison
         with the reference or the scale rule: the second opinion of the
-        reference's float64 run (stark_wire.compare_exact, with the
+        reference's float64 run (stark_tensors.compare_exact, with the
         reference's own error over the whole output; stark_rules.scale_exact
         for the scale rule).  An honest kernel can be closer to the exact
         result than the reference is: a variance as E[x^2] - E[x]^2 in
@@ -425,11 +426,11 @@ class Outputs:
         if first["nbad"]:
             errs = self.cmp.setdefault("ref_err", {})
             if i not in errs:
-                errs[i] = W.exact_error(self.cmp["want"][i], exact[i], atol)
+                errs[i] = T.exact_error(self.cmp["want"][i], exact[i], atol)
             err = errs[i]
             if isinstance(err, dict):
                 return err
-            r = W.compare_exact(got, want, x, atol, rtol, slack, err=err)
+            r = T.compare_exact(got, want, x, atol, rtol, slack, err=err)
             if "error" in r:
                 return r
         else:
@@ -479,7 +480,7 @@ class Outputs:
                     # Large inputs were not copied (check_copy_bytes): made
                     # again from the call's seed.
                     before = [x for x in self.regenerate_inputs() if isinstance(x, torch.Tensor)]
-                args = W.with_tensors(self.inputs, [
+                args = T.with_tensors(self.inputs, [
                     (R.jitter_(x.to(device=self.device, dtype=torch.float64), gen)
                      if gen is not None else x.to(device=self.device, dtype=torch.float64))
                     if x.is_floating_point() else x.to(self.device)

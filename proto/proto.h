@@ -135,8 +135,8 @@ struct proto_request {
 					   over 4, each model's fastest 4 by a
 					   scan, which the timed calls' inputs
 					   and allocations rotate through; times
-					   are the fastest pool's (README
-					   "Timing") */
+					   are the fastest pool's
+					   (docs/METHOD.md "Timing") */
 	bool l2_flush;			/* "l2_flush": on GPUs, flush the L2 before
 					   every timed call [true]; false times
 					   with whatever the cache holds, as
@@ -152,12 +152,12 @@ struct proto_request {
 					   1..PROTO_TIME_MS_MAX [600000] */
 	char *verdict;			/* "verdict": which verdict decides "status":
 					   "stark" or "kernelbench"; "" = stark
-					   [""] (README "Verdicts") */
+					   [""] (docs/METHOD.md) */
 	char *language;			/* "language": the candidate's kernel
 					   language: "auto" (read from its
 					   imports and decorators), "cuda",
 					   "triton", "cute", "tilelang" or
-					   "tk"; "" = auto [""] (README
+					   "tk"; "" = auto [""] (docs/USAGE.md
 					   "Languages") */
 	char *precision;		/* "precision": "fp32", "fp16" or
 					   "bf16": floating inputs and weights
@@ -204,7 +204,7 @@ struct proto_result {
 	uint32_t nflags;
 	struct proto_kv env[PROTO_ENV_MAX]; /* "env": device name, clocks, versions */
 	uint32_t nenv;
-	/* The two verdicts (README "Verdicts"); "" where they were not
+	/* The two verdicts (docs/METHOD.md); "" where they were not
 	   reached (the compile stage, a candidate that did not load, a
 	   rejection or crash during the trials, which "status" then says). */
 	char *verdict;		  /* "verdict": the one that decided "status":

@@ -1,5 +1,9 @@
 /*
- * lmdb.c -- the store's only contact with LMDB.
+ * lmdb.c -- the store's only contact with LMDB.  It is longer than the 800
+ * lines a file should stay under because it is the whole of LMDB in stark
+ * (transactions, the map's growth, readers, the store's format and its
+ * migration): each foreign runtime stays in one file, where its codes are
+ * mapped to ours.
  *
  * Layout: one environment in the store folder, default (fully synced) mode,
  * MDB_NOTLS, with three named databases:

@@ -40,8 +40,16 @@ int store__lock_dir_init(const char *dir)
 	return 0;
 }
 
-static int lock_path(const struct store *st, const char *run_id, char *path, size_t size)
+/* The lock file of run_id, for `what` (an open store and a valid id first). */
+static int lock_path(const struct store *st, const char *run_id, const char *what, char *path,
+		     size_t size)
 {
+	int rc = store__guard(st, what);
+
+	if (!rc)
+		rc = store__check_id(run_id);
+	if (rc)
+		return rc;
 	if (snprintf(path, size, "%s/locks/%s.lock", st->dir, run_id) >= (int)size)
 		return stark_error(ST_ETOOBIG, "store: lock file path for run %s is too long",
 				   run_id);
@@ -55,11 +63,7 @@ int store_lock_run(struct store *st, const char *run_id, struct store_lock **out
 	int fd, n, r, rc;
 
 	*out = NULL;
-	rc = store__guard(st, "lock a run");
-	if (!rc)
-		rc = store__check_id(run_id);
-	if (!rc)
-		rc = lock_path(st, run_id, path, sizeof(path));
+	rc = lock_path(st, run_id, "lock a run", path, sizeof(path));
 	if (rc)
 		return rc;
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -116,11 +120,7 @@ int store_lock_holder(struct store *st, const char *run_id, pid_t *pid)
 	int fd, rc;
 
 	*pid = 0;
-	rc = store__guard(st, "read a run's lock");
-	if (!rc)
-		rc = store__check_id(run_id);
-	if (!rc)
-		rc = lock_path(st, run_id, path, sizeof(path));
+	rc = lock_path(st, run_id, "read a run's lock", path, sizeof(path));
 	if (rc)
 		return rc;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

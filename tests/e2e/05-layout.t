@@ -4,12 +4,14 @@
 # by a module it may use, or is outside the tree (libc, the foreign
 # libraries); and search/ -- the method -- calls nothing of libc but
 # memory, string, sorting and formatting functions: no file, no clock, no
-# process, no network.  Prints TAP.
+# process, no network; and every relative link in the docs resolves
+# (scripts/check-links).  Prints TAP.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 B=${STARK_BUILD:-build}
 
-# What each module may use (README's Layout: higher floors use lower ones).
+# What each module may use (docs/DEVELOPING.md, Layout: higher floors use
+# lower ones).
 declare -A MAY=(
 	[common]=""
 	[proto]="common"
@@ -26,9 +28,22 @@ declare -A MAY=(
 # libc calls the method may make, and what compilers and sanitizers add.
 SEARCH_LIBC='malloc|calloc|realloc|free|mem(cpy|move|set|cmp|chr|mem)|str(len|n?cmp|r?chr|str|n?dup|c?spn|pbrk|n?casecmp)|strto(u?l|u?ll|d|f)|(__isoc99_)?sscanf|v?snprintf|qsort|bsearch|to(lower|upper)|__ctype_[a-z_]+|__[a-z0-9_]+_chk|__stack_chk_fail|__(asan|ubsan|sanitizer)_[A-Za-z0-9_]+|_GLOBAL_OFFSET_TABLE_'
 
-echo "1..$((${#MAY[@]} + 1))"
+echo "1..$((${#MAY[@]} + 2))"
+
+# The last test: the Markdown files' relative links and anchors resolve.
+links() { # test-number
+	local out
+	if out=$(scripts/check-links 2>&1); then
+		echo "ok $1 - every relative link in the Markdown files resolves"
+	else
+		echo "not ok $1 - broken links in the Markdown files:"
+		printf '%s\n' "$out" | head -n 20 | sed 's/^/#   /'
+	fi
+}
+
 command -v nm >/dev/null || {
 	for ((i = 1; i <= ${#MAY[@]} + 1; i++)); do echo "ok $i # skip no nm"; done
+	links $((${#MAY[@]} + 2))
 	exit 0
 }
 
@@ -68,3 +83,5 @@ else
 	echo "not ok $n - search calls functions outside its allowlist:"
 	printf '%s\n' "$bad" | head -n 20 | sed 's/^/#   /'
 fi
+
+links $((n + 1))

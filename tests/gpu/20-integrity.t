@@ -12,7 +12,7 @@
 # keeps only the candidates whose path matches (a row compared with another
 # -- same_speed_as, not_faster_than -- evaluates that one too).  Like
 # tests/gpu/10-gpu-corpus.t it needs the jails' view of the GPU machine set
-# in the environment (STARK_SANDBOX_BINDS, STARK_CUDA_ARCH; see README.md,
+# in the environment (STARK_SANDBOX_BINDS, STARK_CUDA_ARCH; see docs/USAGE.md,
 # "GPU machines").  STARK_GPU_QUICK=1 adds --no-timing (the timing bounds
 # are then not checked).
 cd "$(dirname "$0")/../.." || exit 1

@@ -2,7 +2,7 @@
 # `stark eval --placements N` on a GPU: the timed calls' inputs and the
 # model's allocations rotate through N memory pools in both workers (over
 # 4, through the 4 fastest of N that a scan found), and the times reported
-# are the fastest pool's (README.md, "Timing"); the
+# are the fastest pool's (docs/METHOD.md, "Timing"); the
 # verdicts stay what they are with one placement, results cached by data
 # pointer included.  Skips where no CUDA device is
 # usable.

@@ -265,35 +265,35 @@ END_TEST
 START_TEST(compare_rules)
 {
 	expect_eval(NULL,
-		    "stark_wire.compare_tensor(torch.tensor([1.0, 2.0]), "
+		    "stark_tensors.compare_tensor(torch.tensor([1.0, 2.0]), "
 		    "torch.tensor([1.00005, 2.0]), 1e-4, 1e-4)['nbad']",
 		    "0");
 	expect_eval(NULL,
 		    "(lambda r: (r['nbad'], r['first'], r['got'], r['want']))("
-		    "stark_wire.compare_tensor(torch.tensor([1.0, 2.5, 3.0]), "
+		    "stark_tensors.compare_tensor(torch.tensor([1.0, 2.5, 3.0]), "
 		    "torch.tensor([1.0, 2.0, 3.0]), 1e-4, 1e-4))",
 		    "(1, 1, 2.5, 2.0)");
 	/* NaN matches only NaN; an infinity only the same infinity. */
 	expect_eval(NULL,
-		    "stark_wire.compare_tensor(torch.tensor([float('nan'), float('inf'), 1.0]), "
+		    "stark_tensors.compare_tensor(torch.tensor([float('nan'), float('inf'), 1.0]), "
 		    "torch.tensor([float('nan'), float('inf'), 1.0]), 1e-4, 1e-4)['nbad']",
 		    "0");
 	expect_eval(NULL,
-		    "(lambda r: (r['nbad'], r['first'], r['max_abs']))(stark_wire.compare_tensor("
+		    "(lambda r: (r['nbad'], r['first'], r['max_abs']))(stark_tensors.compare_tensor("
 		    "torch.tensor([1.0, float('nan'), -float('inf')]), "
 		    "torch.tensor([1.0, 5.0, float('inf')]), 1e-4, 1e-4))",
 		    "(2, 1, inf)");
 	expect_eval(NULL,
-		    "stark_wire.compare_tensor(torch.tensor([0.0]), torch.tensor([float('nan')]),"
+		    "stark_tensors.compare_tensor(torch.tensor([0.0]), torch.tensor([float('nan')]),"
 		    " 1e-4, 1e-4)['nbad']",
 		    "1");
 	/* Integers are exact; fp16 uses its own tolerance. */
 	expect_eval(NULL,
-		    "stark_wire.compare_tensor(torch.tensor([1, 2]), torch.tensor([1, 3]), 1e-4,"
+		    "stark_tensors.compare_tensor(torch.tensor([1, 2]), torch.tensor([1, 3]), 1e-4,"
 		    " 1e-4)['nbad']",
 		    "1");
 	expect_eval(NULL,
-		    "stark_wire.compare_tensor(torch.tensor([1.0]).half(), "
+		    "stark_tensors.compare_tensor(torch.tensor([1.0]).half(), "
 		    "torch.tensor([1.005]).half(), 1e-2, 1e-2)['nbad']",
 		    "0");
 	expect_eval(NULL, "stark_referee_compare._unravel(17, [4, 5])", "[3, 2]");
@@ -444,19 +444,19 @@ START_TEST(compare_exact_rules)
 	   a candidate 0.03 off passes, one 0.05 off does not. */
 	expect_eval(NULL,
 		    "(lambda w, x: [(r['nbad'], round(r['ref_err'], 6)) for r in ("
-		    "stark_wire.compare_exact(torch.tensor([1.03, 2.0]), w, x, 1e-4, 1e-4, 4.0),"
-		    " stark_wire.compare_exact(torch.tensor([1.05, 2.0]), w, x, 1e-4, 1e-4, 4.0))])("
+		    "stark_tensors.compare_exact(torch.tensor([1.03, 2.0]), w, x, 1e-4, 1e-4, 4.0),"
+		    " stark_tensors.compare_exact(torch.tensor([1.05, 2.0]), w, x, 1e-4, 1e-4, 4.0))])("
 		    "torch.tensor([1.01, 2.0]), torch.tensor([1.0, 2.0], dtype=torch.float64))",
 		    "[(0, 0.01), (1, 0.01)]");
 	/* The reference overflowed where float64 did not: inf stays expected
 	   there, and its error is measured over the finite elements. */
 	expect_eval(NULL,
-		    "(lambda r: (r['nbad'], r['ref_err']))(stark_wire.compare_exact("
+		    "(lambda r: (r['nbad'], r['ref_err']))(stark_tensors.compare_exact("
 		    "torch.tensor([float('inf'), 1.0]), torch.tensor([float('inf'), 1.0]),"
 		    " torch.tensor([1e39, 1.0], dtype=torch.float64), 1e-4, 1e-4, 4.0))",
 		    "(0, 0.0)");
 	expect_eval(NULL,
-		    "[sorted(stark_wire.compare_exact(torch.tensor([1.0]), torch.tensor([1.0]), x,"
+		    "[sorted(stark_tensors.compare_exact(torch.tensor([1.0]), torch.tensor([1.0]), x,"
 		    " 1e-4, 1e-4, 4.0)) for x in (torch.tensor([1.5], dtype=torch.float64),"
 		    " torch.tensor([float('nan')], dtype=torch.float64),"
 		    " torch.tensor([1.0, 2.0], dtype=torch.float64))]",
@@ -475,13 +475,13 @@ START_TEST(scale_rules)
 		    "(0.01, 0.25)");
 	expect_eval(NULL,
 		    "(lambda w: [(lambda r: (r['nbad'], stark_rules.scale_bad(r, 0.01)))("
-		    "stark_wire.compare_tensor(g, w, 1e-4, 1e-4)) for g in (torch.zeros(1000), w * 0.5,"
+		    "stark_tensors.compare_tensor(g, w, 1e-4, 1e-4)) for g in (torch.zeros(1000), w * 0.5,"
 		    " torch.full((1000,), float(w.mean())), w * (1 + 1e-6), w.double().float())])("
 		    "torch.rand(1000, generator=torch.Generator().manual_seed(3)) * 1e-5)",
 		    "[(0, True), (0, True), (0, True), (0, False), (0, False)]");
 	/* no scale to follow: an all-zero expected output, integers */
 	expect_eval(NULL,
-		    "[stark_rules.scale_bad(stark_wire.compare_tensor(g, w, 1e-4, 1e-4), 0.01) for g, w"
+		    "[stark_rules.scale_bad(stark_tensors.compare_tensor(g, w, 1e-4, 1e-4), 0.01) for g, w"
 		    " in ((torch.full((8,), 1e-6), torch.zeros(8)), (torch.ones(3, dtype=torch.int64),"
 		    " torch.ones(3, dtype=torch.int64)))]",
 		    "[False, False]");
@@ -489,7 +489,7 @@ START_TEST(scale_rules)
 	expect_eval(NULL,
 		    "(lambda r: (r['rms_err'] == r['rms_want'], round(r['rms_want'] / 3.5355339e-05, 6),"
 		    " round(r['absmax_want'] / 4e-5, 6)))("
-		    "stark_wire.compare_tensor(torch.tensor([0.0, 0.0]), torch.tensor([3e-5, -4e-5]),"
+		    "stark_tensors.compare_tensor(torch.tensor([0.0, 0.0]), torch.tensor([3e-5, -4e-5]),"
 		    " 1e-4, 1e-4))",
 		    "(True, 1.0, 1.0)");
 	/* second opinion: zeros against an output that is the reference's
@@ -750,31 +750,31 @@ START_TEST(roofline)
 }
 END_TEST
 
-/* The variant input distribution (stark_wire.vary_inputs). */
+/* The variant input distribution (stark_tensors.vary_inputs). */
 START_TEST(variant_rules)
 {
 	/* [0, 1] tensors, other non-negative ones, integers, bools and values stay. */
 	expect_eval(NULL,
 		    "(lambda xs: (lambda ys: [a is b for a, b in zip(xs, ys)])("
-		    "stark_wire.vary_inputs(xs, 1234)))([torch.rand(50), torch.rand(50) * 10,"
+		    "stark_tensors.vary_inputs(xs, 1234)))([torch.rand(50), torch.rand(50) * 10,"
 		    " torch.randint(-5, 5, (50,)), torch.rand(50) > 0.5, 3, -2.5, (1, 2)])",
 		    "[True, True, True, True, True, True, True]");
 	/* randn-like data is scaled and shifted, the same way for the same seed. */
 	expect_eval(NULL,
 		    "(lambda x: (lambda a, b: (a is not x, torch.equal(a, b), a.dtype,"
-		    " round(float(a.std() / x.std()), 4) == round(stark_wire.variant_params(7)[0], 4)))("
-		    "stark_wire.vary_inputs([x], 7)[0], stark_wire.vary_inputs([x], 7)[0]))("
+		    " round(float(a.std() / x.std()), 4) == round(stark_tensors.variant_params(7)[0], 4)))("
+		    "stark_tensors.vary_inputs([x], 7)[0], stark_tensors.vary_inputs([x], 7)[0]))("
 		    "torch.randn(1000))",
 		    "(True, True, torch.float32, True)");
 	expect_eval(NULL,
-		    "stark_wire.vary_inputs([torch.randn(100).half()], 7)[0].dtype", "torch.float16");
+		    "stark_tensors.vary_inputs([torch.randn(100).half()], 7)[0].dtype", "torch.float16");
 	expect_eval(NULL,
 		    "all(0.25 <= s <= 8 and -0.5 <= h <= 0.5 for s, h in"
-		    " (stark_wire.variant_params(i) for i in range(2000)))",
+		    " (stark_tensors.variant_params(i) for i in range(2000)))",
 		    "True");
 	expect_eval(NULL,
 		    "(lambda v: (min(v) < 0.5, max(v) > 4))"
-		    "([stark_wire.variant_params(i)[0] for i in range(2000)])",
+		    "([stark_tensors.variant_params(i)[0] for i in range(2000)])",
 		    "(True, True)");
 }
 END_TEST
@@ -794,30 +794,30 @@ START_TEST(stream_pieces)
 	/* Digests of pieces cut at 256-byte boundaries add up to the output's,
 	   whatever word the output's size calls for (8, 4 or 1 bytes). */
 	expect_eval(NULL,
-		    "[(lambda b: stark_wire.digest_add(stark_wire.digest_part(b[:256], b.numel()),"
-		    " stark_wire.digest_add(stark_wire.digest_part(b[256:768], b.numel()),"
-		    " stark_wire.digest_part(b[768:], b.numel()))) == stark_wire.output_digest(t))("
+		    "[(lambda b: stark_tensors.digest_add(stark_tensors.digest_part(b[:256], b.numel()),"
+		    " stark_tensors.digest_add(stark_tensors.digest_part(b[256:768], b.numel()),"
+		    " stark_tensors.digest_part(b[768:], b.numel()))) == stark_tensors.output_digest(t))("
 		    "t.reshape(-1).view(torch.uint8)) for t in (torch.randn(1000), torch.randn(333),"
 		    " torch.randint(0, 255, (1001,), dtype=torch.uint8))]",
 		    "[True, True, True]");
 	/* Results of pieces merge: counts add, the first bad index is global. */
 	expect_eval(NULL,
-		    "(lambda a: (a['nbad'], a['first'], a['got'], a['want']))(stark_wire.merge_results("
-		    "stark_wire.merge_results(None, stark_wire.compare_tensor(torch.ones(4),"
-		    " torch.ones(4), 1e-4, 1e-4), 0), stark_wire.compare_tensor(torch.tensor([1.0, 5.0,"
+		    "(lambda a: (a['nbad'], a['first'], a['got'], a['want']))(stark_tensors.merge_results("
+		    "stark_tensors.merge_results(None, stark_tensors.compare_tensor(torch.ones(4),"
+		    " torch.ones(4), 1e-4, 1e-4), 0), stark_tensors.compare_tensor(torch.tensor([1.0, 5.0,"
 		    " 6.0]), torch.ones(3), 1e-4, 1e-4), 4))",
 		    "(2, 5, 5.0, 1.0)");
 	/* The variant made in place equals vary_inputs' copy. */
 	expect_eval(NULL,
-		    "[(lambda x: torch.equal(stark_wire.vary_inputs([x], 5)[0],"
-		    " (lambda y: (stark_wire.vary_tensors_([y], 5), y)[1])(x.clone())))(x)"
+		    "[(lambda x: torch.equal(stark_tensors.vary_inputs([x], 5)[0],"
+		    " (lambda y: (stark_tensors.vary_tensors_([y], 5), y)[1])(x.clone())))(x)"
 		    " for x in (torch.randn(1000), torch.randn(10, 10).double(), torch.randn(64).half())]",
 		    "[True, True, True]");
 	/* A weighted digest sees a swap that a plain sum does not. */
 	expect_eval(NULL,
-		    "(lambda x, y: (stark_wire.output_digest(x) == stark_wire.output_digest(y),"
-		    " stark_wire.weighted_digest(x) == stark_wire.weighted_digest(y),"
-		    " stark_wire.weighted_digest(x) == stark_wire.weighted_digest(x.clone())))("
+		    "(lambda x, y: (stark_tensors.output_digest(x) == stark_tensors.output_digest(y),"
+		    " stark_tensors.weighted_digest(x) == stark_tensors.weighted_digest(y),"
+		    " stark_tensors.weighted_digest(x) == stark_tensors.weighted_digest(x.clone())))("
 		    "torch.arange(16.0).double(), torch.arange(16.0).double().flip(0))",
 		    "(True, False, True)");
 	/* The window's capacity: $STARK_WINDOW_BYTES, aligned, at least 4 KiB. */
@@ -877,33 +877,33 @@ END_TEST
 START_TEST(inputs_and_digests)
 {
 	expect_eval(NULL,
-		    "(lambda d: (d[0], len(d[1])))(stark_wire.describe_inputs([torch.zeros(2, 3), 4,"
+		    "(lambda d: (d[0], len(d[1])))(stark_tensors.describe_inputs([torch.zeros(2, 3), 4,"
 		    " (1, 2.5), float('nan')]))",
 		    "({'items': [{'dtype': 'float32', 'shape': [2, 3], 't': 'tensor', "
 		    "'requires_grad': False}, {'t': 'value', 'v': 4}, {'t': 'list', 'v': [1, 2.5], "
 		    "'tuple': True}, {'t': 'value', 'v': nan}]}, 1)");
 	expect_eval(NULL,
-		    "(lambda d: stark_wire.inputs_mismatch(d, d))("
-		    "stark_wire.describe_inputs([torch.zeros(2), float('nan')])[0])",
+		    "(lambda d: stark_tensors.inputs_mismatch(d, d))("
+		    "stark_tensors.describe_inputs([torch.zeros(2), float('nan')])[0])",
 		    "None");
 	expect_eval(NULL,
-		    "stark_wire.inputs_mismatch(stark_wire.describe_inputs([torch.zeros(2, 64)])[0],"
-		    " stark_wire.describe_inputs([torch.zeros(2, 32)])[0])",
+		    "stark_tensors.inputs_mismatch(stark_tensors.describe_inputs([torch.zeros(2, 64)])[0],"
+		    " stark_tensors.describe_inputs([torch.zeros(2, 32)])[0])",
 		    "input 0 is {\"dtype\": \"float32\", \"requires_grad\": false, \"shape\": [2, 32], "
 		    "\"t\": \"tensor\"}, the reference's is {\"dtype\": \"float32\", "
 		    "\"requires_grad\": false, \"shape\": [2, 64], \"t\": \"tensor\"}");
 	expect_eval(NULL,
-		    "stark_wire.inputs_mismatch({'items': [1, 2]}, {'items': [1]})",
+		    "stark_tensors.inputs_mismatch({'items': [1, 2]}, {'items': [1]})",
 		    "1 inputs, the reference has 2");
-	expect_eval(NULL, "stark_wire.inputs_mismatch({'items': [1]}, {'items': 'x'})",
+	expect_eval(NULL, "stark_tensors.inputs_mismatch({'items': [1]}, {'items': 'x'})",
 		    "no list of inputs");
 	/* Digests: equal bytes, equal digests, in any layout; any change shows. */
 	expect_eval(NULL,
-		    "(lambda x: (stark_wire.output_digest(x) == stark_wire.output_digest(x.t().contiguous().t()),"
-		    " stark_wire.output_digest(x) != stark_wire.output_digest(x + 1e-6),"
-		    " stark_wire.output_digest(torch.ones(3, dtype=torch.uint8)),"
-		    " stark_wire.output_digest(torch.tensor([True, False, True])),"
-		    " stark_wire.output_digest(torch.zeros(0)), stark_wire.output_digest('x')))"
+		    "(lambda x: (stark_tensors.output_digest(x) == stark_tensors.output_digest(x.t().contiguous().t()),"
+		    " stark_tensors.output_digest(x) != stark_tensors.output_digest(x + 1e-6),"
+		    " stark_tensors.output_digest(torch.ones(3, dtype=torch.uint8)),"
+		    " stark_tensors.output_digest(torch.tensor([True, False, True])),"
+		    " stark_tensors.output_digest(torch.zeros(0)), stark_tensors.output_digest('x')))"
 		    "(torch.randn(5, 7))",
 		    "(True, True, 3, 2, 0, None)");
 }
@@ -1470,7 +1470,7 @@ START_TEST(eval_variant_catches)
 	struct proto_result rs;
 	char sol[4096];
 
-	expect_eval(NULL, "round(stark_wire.variant_params(stark_referee_common.derive(0x5eed5eed5eed, "
+	expect_eval(NULL, "round(stark_tensors.variant_params(stark_referee_common.derive(0x5eed5eed5eed, "
 			  "'trial-3'))[0], 2)",
 		    "4.03");
 	snprintf(sol, sizeof(sol), "%s%s", header,
