@@ -384,6 +384,11 @@ class Timing:
             if (time.monotonic() - t_phase) * 1e3 >= req["max_time_ms"]:
                 stop_why = "max_time_ms"
                 break
+        # The compiled reference (--baseline compile) in a block of its own
+        # after the pairs, so that the eager timings are made exactly as
+        # without it (stark_referee_baseline.time_compiled).
+        base_c = guard_base(replies_seen["ref"], sync_us) if self.cuda else 0.0
+        comp = self.time_compiled(lp, nplace, noop["ref"] if self.cuda else 0, n, base_c)
         dev1 = {}
         if self.cuda:
             with Stopped(self.cand):
@@ -457,6 +462,8 @@ class Timing:
         env["rse"] = "%.4f/%.4f" % (r_rse, c_rse)
         if c_med <= 0:
             self.flag("below_timer_resolution")
+        if comp is not None:
+            self.compiled_results(comp["walls"], comp["replies"], comp["slots"], base_c)
         self.check_roofline(c_med, dev0)
 
     @staticmethod
