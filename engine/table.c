@@ -59,9 +59,9 @@ double bench_fast_p(const double *best, const bool *correct, size_t n, double p)
  * o; nulls where no run of the row asked for it. */
 static int row_compile(json_t *o, const struct bench_run *runs, const size_t *idx, size_t n)
 {
-	static const char *const keys[] = {"problems_compile",	   "compile_unavailable",
-					   "fast_1_compile",	   "fast_1_5_compile",
-					   "fast_2_compile",	   "mean_speedup_compile",
+	static const char *const keys[] = {"problems_compile",	      "compile_unavailable",
+					   "fast_1_compile",	      "fast_1_5_compile",
+					   "fast_2_compile",	      "mean_speedup_compile",
 					   "geomean_speedup_compile", "median_speedup_compile"};
 	double *best = calloc(n + 1, sizeof(*best)), sum = 0, v[ST_ARRAY_LEN(keys)];
 	bool *ok = calloc(n + 1, sizeof(*ok)), asked = false;
@@ -93,7 +93,7 @@ static int row_compile(json_t *o, const struct bench_run *runs, const size_t *id
 	rc = ST_OK;
 	for (size_t i = 0; !rc && i < ST_ARRAY_LEN(keys); i++)
 		if (json_object_set_new(o, keys[i],
-					!asked ? json_null()
+					!asked	? json_null()
 					: i < 2 ? json_integer((json_int_t)v[i])
 						: json_real(v[i])))
 			rc = ST_ENOMEM;
@@ -227,8 +227,8 @@ json_t *bench_problems(const struct bench_run *runs, size_t n)
 		for (int k = 0; k < ROLE_COUNT; k++)
 			usd += r->spend[k].dollars;
 		o = json_pack("{s:i, s:s, s:s, s:s, s:s, s:o, s:I, s:f, s:I, s:f, s:o, s:o}",
-			      "level", r->level, "policy", search_policy_name(r->policy),
-			      "problem", r->problem, "run_id", r->run_id, "status",
+			      "level", r->level, "policy", search_policy_name(r->policy), "problem",
+			      r->problem, "run_id", r->run_id, "status",
 			      isfinite(r->best)		 ? "correct"
 			      : r->state == RUN_FINISHED ? "no_correct"
 							 : run_state_name(r->state),

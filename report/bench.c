@@ -13,7 +13,7 @@
 
 #include "report/report_int.h"
 
-#define BENCH_STR_MAX 256   /* bytes of a policy, problem or status name */
+#define BENCH_STR_MAX  256  /* bytes of a policy, problem or status name */
 #define BENCH_TEXT_MAX 1024 /* bytes of a reason */
 
 struct check {
@@ -223,11 +223,16 @@ int report_bench_json(const json_t *rec, const json_t *runs, json_t **out, char 
 					    "mean_speedup_compile",
 					    "geomean_speedup_compile",
 					    NULL};
-	static const char *const pkeys[] = {"level",	"policy",
-					    "problem",	"run_id",
-					    "status",	"best_speedup",
-					    "attempts", "dollars",
-					    "best_speedup_compile", "baseline_compile_error",
+	static const char *const pkeys[] = {"level",
+					    "policy",
+					    "problem",
+					    "run_id",
+					    "status",
+					    "best_speedup",
+					    "attempts",
+					    "dollars",
+					    "best_speedup_compile",
+					    "baseline_compile_error",
 					    NULL};
 	struct check c = {.err = err, .errlen = errlen};
 	json_t *o = NULL, *table = NULL, *probs = NULL, *cv = NULL, *row;
@@ -244,8 +249,8 @@ int report_bench_json(const json_t *rec, const json_t *runs, json_t **out, char 
 		       &table);
 	if (!rc) {
 		c.where = "problems";
-		rc = copy_rows(&c, json_object_get(rec, "problems"), pkeys, "issrsnin" "nt",
-			       "----????" "??", &probs);
+		rc = copy_rows(&c, json_object_get(rec, "problems"), pkeys, "issrsninnt",
+			       "----??????", &probs);
 	}
 	if (rc)
 		goto out_fail;

@@ -265,10 +265,10 @@ static json_t *log_tail(const char *log, size_t n)
 static json_t *result_obj(const json_t *h, const json_t *b)
 {
 	static const char *const nums[] = {
-	    "speedup",	      "runtime_us",    "runtime_lo_us", "runtime_hi_us",
-	    "ref_runtime_us", "ref_lo_us",     "ref_hi_us",	"reps",
-	    "trials_run",     "trials_passed", "max_abs_err",	"max_rel_err",
-	    "startup_ms",     "compile_ms",    "check_ms",	"time_ms",
+	    "speedup",	      "runtime_us",	   "runtime_lo_us",	"runtime_hi_us",
+	    "ref_runtime_us", "ref_lo_us",	   "ref_hi_us",		"reps",
+	    "trials_run",     "trials_passed",	   "max_abs_err",	"max_rel_err",
+	    "startup_ms",     "compile_ms",	   "check_ms",		"time_ms",
 	    "ref_compile_us", "ref_compile_lo_us", "ref_compile_hi_us", "speedup_compile"};
 	json_t *o = json_object(), *flags = json_array(), *env = json_object(), *v;
 	const char *log = jr_str(b, "log", ""), *k;
