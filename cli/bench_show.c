@@ -31,9 +31,16 @@ static const char *const table_cols[] = {"level",
 					 "dollars",
 					 "gpu_seconds",
 					 NULL};
+/* After them, in a bench with --baseline compile only (an eager bench's
+ * header stays as it was). */
+static const char *const table_compile_cols[] = {
+    "problems_compile",	       "compile_unavailable",	 "fast_1_compile",
+    "fast_1_5_compile",	       "fast_2_compile",	 "mean_speedup_compile",
+    "geomean_speedup_compile", "median_speedup_compile", NULL};
 static const char *const problem_cols[] = {"level",   "policy",	      "problem",  "run_id",
 					   "status",  "best_speedup", "attempts", "llm_calls",
 					   "dollars", "gpu_seconds",  NULL};
+static const char *const problem_compile_cols[] = {"best_speedup_compile", NULL};
 
 static void csv_value(FILE *out, const json_t *v)
 {
@@ -58,13 +65,16 @@ static void csv_value(FILE *out, const json_t *v)
 	}
 }
 
-static void csv(FILE *out, const json_t *rows, const char *const *cols)
+/* The rows under a header of cols, then more (NULL: none). */
+static void csv(FILE *out, const json_t *rows, const char *const *cols, const char *const *more)
 {
 	const json_t *row;
 	size_t i;
 
 	for (size_t c = 0; cols[c]; c++)
 		fprintf(out, "%s%s", c ? "," : "", cols[c]);
+	for (size_t c = 0; more && more[c]; c++)
+		fprintf(out, ",%s", more[c]);
 	fputc('\n', out);
 	json_array_foreach(rows, i, row)
 	{
@@ -72,6 +82,10 @@ static void csv(FILE *out, const json_t *rows, const char *const *cols)
 			if (c)
 				fputc(',', out);
 			csv_value(out, json_object_get(row, cols[c]));
+		}
+		for (size_t c = 0; more && more[c]; c++) {
+			fputc(',', out);
+			csv_value(out, json_object_get(row, more[c]));
 		}
 		fputc('\n', out);
 	}
@@ -83,6 +97,38 @@ static void pct(char *buf, size_t n, const json_t *v)
 		snprintf(buf, n, "%.1f%%", 100 * json_number_value(v));
 	else
 		snprintf(buf, n, "-");
+}
+
+/* The rows' figures against torch.compile, where the bench asked for them. */
+static void print_compile(const json_t *t, FILE *out)
+{
+	const json_t *row;
+	bool head = false;
+	size_t i;
+
+	json_array_foreach(t, i, row)
+	{
+		char f1[16], f15[16], f2[16];
+
+		if (!json_is_integer(json_object_get(row, "problems_compile")))
+			continue;
+		if (!head)
+			fprintf(out, "\nagainst torch.compile (--baseline compile):\n"
+				     "%-5s %-9s %8s %11s %7s %8s %7s %7s %7s %7s\n",
+				"level", "policy", "problems", "unavailable", "fast_1", "fast_1.5",
+				"fast_2", "mean", "geomean", "median");
+		head = true;
+		pct(f1, sizeof(f1), json_object_get(row, "fast_1_compile"));
+		pct(f15, sizeof(f15), json_object_get(row, "fast_1_5_compile"));
+		pct(f2, sizeof(f2), json_object_get(row, "fast_2_compile"));
+		fprintf(out, "%-5lld %-9s %8lld %11lld %7s %8s %7s %6.2fx %6.2fx %6.2fx\n",
+			(long long)jr_i64(row, "level", 0), jr_str(row, "policy", ""),
+			(long long)jr_i64(row, "problems_compile", 0),
+			(long long)jr_i64(row, "compile_unavailable", 0), f1, f15, f2,
+			jr_real(row, "mean_speedup_compile", 1),
+			jr_real(row, "geomean_speedup_compile", 1),
+			jr_real(row, "median_speedup_compile", 1));
+	}
 }
 
 int cli_bench_print(const struct bench *b, FILE *out)
@@ -113,27 +159,32 @@ int cli_bench_print(const struct bench *b, FILE *out)
 			(long long)jr_i64(row, "llm_calls", 0), jr_real(row, "dollars", 0),
 			jr_real(row, "gpu_seconds", 0));
 	}
+	print_compile(t, out);
 	json_decref(t);
 	return ferror(out) ? CLI_FAILURE : CLI_OK;
 }
 
 static void print_problems(const struct bench *b, FILE *out)
 {
-	fprintf(out, "\n%-5s %-9s %-44s %-12s %8s %8s %10s\n", "level", "policy", "run", "status",
-		"best", "attempts", "dollars");
+	fprintf(out, "\n%-5s %-9s %-44s %-12s %8s %9s %8s %10s\n", "level", "policy", "run",
+		"status", "best", "compiled", "attempts", "dollars");
 	for (size_t i = 0; i < b->nruns; i++) {
 		const struct bench_run *r = &b->runs[i];
 		double usd = 0;
-		char best[16] = "-";
+		char best[16] = "-", comp[16] = "-";
 
 		for (int k = 0; k < ROLE_COUNT; k++)
 			usd += r->spend[k].dollars;
 		if (isfinite(r->best))
 			snprintf(best, sizeof(best), "%.2fx", r->best);
-		fprintf(out, "%-5d %-9s %-44s %-12s %8s %8u %10.4f\n", r->level,
+		if (isfinite(r->best_compile))
+			snprintf(comp, sizeof(comp), "%.2fx", r->best_compile);
+		else if (r->compile_state == 0)
+			snprintf(comp, sizeof(comp), "n/a");
+		fprintf(out, "%-5d %-9s %-44s %-12s %8s %9s %8u %10.4f\n", r->level,
 			search_policy_name(r->policy), r->run_id,
-			isfinite(r->best) ? "correct" : run_state_name(r->state), best, r->attempts,
-			usd);
+			isfinite(r->best) ? "correct" : run_state_name(r->state), best, comp,
+			r->attempts, usd);
 	}
 }
 
@@ -156,18 +207,21 @@ int cli_bench_show(struct store *st, const char *id, const char *fmt, bool probl
 	} else if (!strcmp(fmt, "csv")) {
 		json_t *rows =
 		    problems ? bench_problems(b->runs, b->nruns) : bench_table(b->runs, b->nruns);
+		bool comp = !strcmp(bench_opt(b, "baseline", "eager"), "compile");
 
 		rc = rows ? CLI_OK : CLI_FAILURE;
 		if (rows)
-			csv(stdout, rows, problems ? problem_cols : table_cols);
+			csv(stdout, rows, problems ? problem_cols : table_cols,
+			    !comp ? NULL : problems ? problem_compile_cols : table_compile_cols);
 		json_decref(rows);
 	} else {
 		const json_t *by = json_object_get(b->spec, "stark");
 		const json_t *opt = json_object_get(b->spec, "options");
 
-		printf("bench %s: %s (%s), %zu runs; format %s, precision %s\n", b->id,
+		printf("bench %s: %s (%s), %zu runs; format %s, precision %s, baseline %s\n", b->id,
 		       run_state_name(b->state), run_shown_reason(b->state, b->state, b->reason),
-		       b->nruns, jr_str(opt, "format", "kernelbench"), jr_str(opt, "precision", "fp32"));
+		       b->nruns, jr_str(opt, "format", "kernelbench"), jr_str(opt, "precision", "fp32"),
+		       jr_str(opt, "baseline", "eager"));
 		if (by)
 			printf("stark: %s (commit %s)\n", jr_str(by, "release", "?"),
 			       jr_str(by, "commit", "?"));

@@ -196,6 +196,7 @@ struct eval_args {
 	const char *verdict; /* --verdict stark|kernelbench, or NULL: stark */
 	const char *language; /* --language (proto_languages), or NULL: auto */
 	const char *precision; /* --precision fp32|fp16|bf16, or NULL: fp32 */
+	const char *baseline; /* --baseline eager|compile, or NULL: eager */
 	double target_rse;  /* --target-rse, or NAN: the request's default */
 	const char *cache;
 	const char *gpu_lock; /* --gpu-lock FILE, or NULL */

@@ -92,6 +92,10 @@ static void usage(FILE *f)
 		"  --precision fp32|fp16|bf16  cast floating inputs and weights to this dtype,\n"
 		"                         as KernelBench's harness does; tolerances follow the\n"
 		"                         outputs' dtype (fp32 1e-4, fp16/bf16 1e-2) [fp32]\n"
+		"  --baseline eager|compile  compile also times the reference under\n"
+		"                         torch.compile (default mode) and reports the speedup\n"
+		"                         against it too (speedup_compile); where the reference\n"
+		"                         cannot be compiled the result says why [eager]\n"
 		"  --cache DIR            build cache [$STARK_CACHE, $XDG_CACHE_HOME/stark, ~/.cache/stark]\n"
 		"  --stage all|split|auto one evaluator process; a compile process then a run\n"
 		"                         process sharing the cache; or split only when the\n"
@@ -141,6 +145,7 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 		{"placements", required_argument, NULL, 'P'},
 		{"l2-flush", required_argument, NULL, 'F'},	 {"verdict", required_argument, NULL, 'V'},
 		{"language", required_argument, NULL, 'G'},	 {"precision", required_argument, NULL, 'p'},
+		{"baseline", required_argument, NULL, 'A'},
 		{NULL, 0, NULL, 0},
 	};
 	uint64_t v;
@@ -237,6 +242,11 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 			if (!cli_name_in(optarg, proto_precisions))
 				return stark_error(CLI_USAGE, "eval: --precision must be fp32, fp16 or bf16, not '%s'", optarg);
 			a->precision = optarg;
+			break;
+		case 'A':
+			if (!cli_name_in(optarg, proto_baselines))
+				return stark_error(CLI_USAGE, "eval: --baseline must be eager or compile, not '%s'", optarg);
+			a->baseline = optarg;
 			break;
 		case 'L':
 			if (!*optarg)

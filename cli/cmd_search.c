@@ -82,12 +82,14 @@ static void run_usage(void)
 		"                 [--device cpu|cuda[:N]] [--store DIR] [--config FILE]\n"
 		"                 [--set KEY=VALUE]... [--eval stark-eval|replay:FILE]\n"
 		"                 [--format kernelbench|fast|triton] [--language cuda|triton]\n"
-		"                 [--precision fp32|fp16|bf16] [--insecure-sandbox]\n"
+		"                 [--precision fp32|fp16|bf16] [--baseline eager|compile] [--insecure-sandbox]\n"
 		"  Candidates are judged in the compile and run jails (SECURITY.md); where this\n"
 		"  machine lacks layers the run refuses unless --insecure-sandbox is given.\n"
 		"  --format defaults to fast on cuda and kernelbench on cpu; --language triton (the\n"
 		"  same as --format triton) has the agents write Triton kernels (cuda only).\n"
 		"  --precision casts inputs and weights as KernelBench's harness does [fp32].\n"
+		"  --baseline compile also times the reference under torch.compile in every\n"
+		"  evaluation and reports speedups against both (docs/BENCH.md) [eager].\n"
 		"  --llm defaults to $STARK_LLM, --model to $STARK_MODEL; llm.ROLE, model.ROLE and the\n"
 		"  other per-role keys of --config / --set give a role its own server, model and\n"
 		"  settings (docs/RUNS.md).  The API key comes from $STARK_API_KEY (or OPENAI_API_KEY /\n"
@@ -165,6 +167,8 @@ int cmd_run(int argc, char **argv)
 			language = v;
 		else if (cli_opt_value(argc, argv, &i, "--precision", &v))
 			spec.precision = v;
+		else if (cli_opt_value(argc, argv, &i, "--baseline", &v))
+			spec.baseline = v;
 		else if (!strcmp(argv[i], "--insecure-sandbox"))
 			spec.insecure_sandbox = true;
 		else if (cli_opt_value(argc, argv, &i, "--budget", &v))
@@ -223,6 +227,9 @@ int cmd_run(int argc, char **argv)
 	 * through load_inline. */
 	if (cli_language_format("run", language, spec.device, &spec.format, &spec.precision))
 		return CLI_USAGE;
+	if (spec.baseline && !cli_name_in(spec.baseline, proto_baselines))
+		return stark_error(CLI_USAGE, "run: --baseline must be eager or compile, not '%s'",
+				   spec.baseline);
 	if (search_config_check(&cfg, err, sizeof(err)))
 		return stark_error(CLI_USAGE, "run: %s", err);
 	spec.llm = abs_spec(spec.llm, "replay:", llmbuf, sizeof(llmbuf));

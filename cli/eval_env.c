@@ -66,8 +66,9 @@ int cli_eval_request(const struct eval_args *a, const char *problem, const char 
 	rq->verdict = str_dup(a->verdict ? a->verdict : "stark");
 	rq->language = str_dup(a->language ? a->language : "auto");
 	rq->precision = str_dup(a->precision ? a->precision : "fp32");
+	rq->baseline = str_dup(a->baseline ? a->baseline : "eager");
 	if (!rq->id || !rq->device || !rq->format || !rq->cache_dir || !rq->verdict ||
-	    !rq->language || !rq->precision) {
+	    !rq->language || !rq->precision || !rq->baseline) {
 		snprintf(err, errlen, "out of memory");
 		return CLI_FAILURE;
 	}

@@ -164,6 +164,11 @@ json_t *cli_eval_json(const struct eval_args *a, const char *problem, const char
 	json_object_set_new(o, "message", str_or_null(rs->message));
 	json_object_set_new(o, "runtime_ci_us", json_pack("[oo]", num(rs->runtime_lo_us), num(rs->runtime_hi_us)));
 	json_object_set_new(o, "ref_runtime_ci_us", json_pack("[oo]", num(rs->ref_lo_us), num(rs->ref_hi_us)));
+	json_object_set_new(o, "baseline", json_string(a->baseline ? a->baseline : "eager"));
+	json_object_set_new(o, "ref_compile_us", num(rs->ref_compile_us));
+	json_object_set_new(o, "ref_compile_ci_us", json_pack("[oo]", num(rs->ref_compile_lo_us), num(rs->ref_compile_hi_us)));
+	json_object_set_new(o, "speedup_compile", num(rs->speedup_compile));
+	json_object_set_new(o, "baseline_compile_error", str_or_null(rs->baseline_compile_error));
 	json_object_set_new(o, "reps", json_integer(rs->reps));
 	json_object_set_new(o, "trials_run", json_integer(rs->trials_run));
 	json_object_set_new(o, "trials_passed", json_integer(rs->trials_passed));
@@ -264,6 +269,14 @@ int cli_eval_print_human(const struct proto_result *rs, const struct evalrun_inf
 		printf("  reference  %-12s median, 95%% CI [%s, %s]\n", r, rlo, rhi);
 		printf("  speedup    %.3gx (%u timed calls of each, interleaved)\n", rs->speedup,
 		       rs->reps);
+		if (isfinite(rs->speedup_compile)) {
+			fmt_us(r, sizeof(r), rs->ref_compile_us);
+			fmt_us(rlo, sizeof(rlo), rs->ref_compile_lo_us);
+			fmt_us(rhi, sizeof(rhi), rs->ref_compile_hi_us);
+			printf("  compiled   %-12s median, 95%% CI [%s, %s] (the reference under torch.compile)\n",
+			       r, rlo, rhi);
+			printf("  speedup    %.3gx against torch.compile\n", rs->speedup_compile);
+		}
 		/* Flags' reasons and a verdict that differs are in the message. */
 		if (rs->nflags || (rs->kb_status && *rs->kb_status && strcmp(rs->kb_status, "correct")))
 			printf("  message    %s\n", rs->message ? rs->message : "");
@@ -285,6 +298,8 @@ int cli_eval_print_human(const struct proto_result *rs, const struct evalrun_inf
 		printf("  language   %s; precision %s\n",
 		       env_val(rs, "language") ? env_val(rs, "language") : "cuda",
 		       env_val(rs, "input_precision") ? env_val(rs, "input_precision") : "fp32");
+	if (rs->baseline_compile_error && *rs->baseline_compile_error)
+		printf("  baseline   no compiled baseline: %s\n", rs->baseline_compile_error);
 	if (env_val(rs, "triton_jit"))
 		printf("  triton jit %s (untimed: trials and warm-up)\n", env_val(rs, "triton_jit"));
 	for (int i = 0; i < 4; i++)

@@ -33,6 +33,8 @@ static void print_tree(const struct run *r, FILE *out)
 			node_status_name(nd->status));
 		if (nd->status == NODE_CORRECT)
 			fprintf(out, " %.2fx", nd->speedup);
+		if (nd->status == NODE_CORRECT && isfinite(r->info[id].speedup_compile))
+			fprintf(out, " (%.2fx vs torch.compile)", r->info[id].speedup_compile);
 		if (id)
 			fprintf(out, "  [attempt %u]", r->info[id].attempt);
 		tree_node_reason(nd, why, sizeof(why));
@@ -78,11 +80,11 @@ int show_run(struct run *r, bool json, FILE *out)
 	fprintf(out, "state: %s", run_state_name(shown));
 	if (run_shown_reason(shown, r->state, r->reason)[0])
 		fprintf(out, " (%s)", run_shown_reason(shown, r->state, r->reason));
-	fprintf(out, "\npolicy %s, attempts %u/%u, llm %s, eval %s, device %s, format %s, precision %s\n",
+	fprintf(out, "\npolicy %s, attempts %u/%u, llm %s, eval %s, device %s, format %s, precision %s, baseline %s\n",
 		search_policy_name(r->cfg.policy), r->attempts, r->cfg.budget,
 		jr_str(r->options, "llm", "?"), jr_str(r->options, "eval", "?"),
 		jr_str(r->options, "device", "?"), jr_str(r->options, "format", "kernelbench"),
-		jr_str(r->options, "precision", "fp32"));
+		jr_str(r->options, "precision", "fp32"), jr_str(r->options, "baseline", "eager"));
 	if (r->producer)
 		fprintf(out, "stark: %s (commit %s), prompts %s\n",
 			jr_str(r->producer, "release", "?"), jr_str(r->producer, "commit", "?"),
@@ -98,6 +100,9 @@ int show_run(struct run *r, bool json, FILE *out)
 			best, tree_node(r->tree, best)->speedup, r->id);
 	else
 		fprintf(out, "best: node %u, %.2fx\n", best, tree_node(r->tree, best)->speedup);
+	if (best != TREE_NONE && isfinite(r->info[best].speedup_compile))
+		fprintf(out, "best against torch.compile: node %u at %.2fx (compiled reference %.1f us)\n",
+			best, r->info[best].speedup_compile, r->info[best].ref_compile_us);
 	fprintf(out, "spend per role:\n  %-8s %6s %11s %11s %11s %10s  %s\n", "role", "calls",
 		"tokens in", "tokens out", "reasoning", "dollars", "model");
 	for (int i = 0; i < ROLE_COUNT; i++)

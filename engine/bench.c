@@ -186,6 +186,38 @@ static bool kb_verdict(const json_t *v, double *speedup)
 	return json_is_string(v) && !strcmp(json_string_value(v), "correct");
 }
 
+/* Copies s into dst (size n), cut at a character boundary. */
+static void copy_utf8(char *dst, size_t n, const char *s)
+{
+	size_t len = strlen(s);
+
+	if (len >= n) {
+		len = n - 1;
+		while (len > 0 && ((unsigned char)s[len] & 0xc0) == 0x80)
+			len--; /* s[len] starts a character: cut before it */
+	}
+	memcpy(dst, s, len);
+	dst[len] = '\0';
+}
+
+/* The compiled baseline of one result (its body): the best
+ * speedup_compile of the correct ones, or the first reason it was
+ * unavailable (engine.h: struct bench_run). */
+static void scan_compile(struct bench_run *br, const json_t *body)
+{
+	double sc = jr_real(body, "speedup_compile", NAN);
+	const char *why = jr_str(body, "baseline_compile_error", "");
+
+	if (!strcmp(jr_str(body, "status", ""), "correct") && isfinite(sc)) {
+		br->compile_state = 1;
+		if (!isfinite(br->best_compile) || sc > br->best_compile)
+			br->best_compile = sc;
+	} else if (*why && br->compile_state < 0) {
+		br->compile_state = 0;
+		copy_utf8(br->compile_why, sizeof(br->compile_why), why);
+	}
+}
+
 static int scan_result(void *arg, const struct store_event *ev)
 {
 	struct scan_ctx *c = arg;
@@ -202,6 +234,7 @@ static int scan_result(void *arg, const struct store_event *ev)
 		if (isfinite(ms) && ms > 0)
 			c->br->gpu_seconds += ms / 1000;
 	}
+	scan_compile(c->br, body);
 	kb = json_object_get(json_object_get(body, "verdicts"), "kernelbench");
 	if (json_is_object(kb) || json_is_string(kb)) {
 		bool ok = kb_verdict(kb, &sp);
@@ -239,6 +272,9 @@ int bench_summary_from(struct bench *b, size_t i, struct run *r)
 	br->gpu_seconds = 0;
 	br->kb_correct = -1;
 	br->kb_best = NAN;
+	br->compile_state = -1;
+	br->best_compile = NAN;
+	br->compile_why[0] = '\0';
 	return store_scan(b->st, r->id, 1, scan_result, &c);
 }
 
@@ -334,8 +370,10 @@ static int runs_from_spec(struct bench *b, char *err, size_t errlen)
 		snprintf(r->run_id, sizeof(r->run_id), "%s", jr_str(e, "run_id", ""));
 		snprintf(r->problem, sizeof(r->problem), "%s", jr_str(e, "problem", ""));
 		r->level = (int)jr_i64(e, "level", 0);
-		r->best = r->kb_best = NAN;
+		r->best = r->kb_best = r->best_compile = NAN;
 		r->kb_correct = -1;
+		r->compile_state = -1;
+		r->compile_asked = !strcmp(bench_opt(b, "baseline", "eager"), "compile");
 		r->state = RUN_RUNNING;
 		if (policy_parse(jr_str(e, "policy", ""), &r->policy) ||
 		    !store_run_id_valid(r->run_id)) {
@@ -360,6 +398,7 @@ int bench__create_run(struct bench *b, size_t i, char *err, size_t errlen)
 			      .eval = bench_opt(b, "eval", "stark-eval"),
 			      .format = bench_opt(b, "format", "kernelbench"),
 			      .precision = bench_opt(b, "precision", "fp32"),
+			      .baseline = bench_opt(b, "baseline", "eager"),
 			      .insecure_sandbox = jr_bool(json_object_get(b->spec, "options"),
 							  "insecure_sandbox", false),
 			      .cfg = &c};

@@ -70,9 +70,10 @@ static int read_problem(const char *path, struct dbuf *src, char *err, size_t er
 
 static json_t *run_options(const struct run_spec *spec)
 {
-	return json_pack("{s:s, s:s?, s:s, s:s, s:s, s:s, s:b}", "llm", spec->llm, "model",
+	return json_pack("{s:s, s:s?, s:s, s:s, s:s, s:s, s:s, s:b}", "llm", spec->llm, "model",
 			 spec->model, "device", spec->device, "eval", spec->eval, "format",
 			 spec->format, "precision", spec->precision ? spec->precision : "fp32",
+			 "baseline", spec->baseline ? spec->baseline : "eager",
 			 "insecure_sandbox", spec->insecure_sandbox);
 }
 

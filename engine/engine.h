@@ -86,7 +86,9 @@
  *                   | blob: code bytes then plan bytes
  *   JR_EVAL_REQUEST key, attempt, node, hash
  *   JR_EVAL_RESULT  key, attempt, node, status, verdict, speedup,
- *                   runtime_us, ref_runtime_us, wall_ms, at
+ *                   runtime_us, ref_runtime_us, wall_ms, at, and where the
+ *                   compiled baseline was timed speedup_compile,
+ *                   ref_compile_us (absent from older journals)
  *                   | message, log, first_bad, flags, env
  *                   | blob: the feedback given to the tree
  *   JR_ATTEMPT_END  attempt, node, outcome, reason, at
@@ -250,6 +252,7 @@ struct eval_job {
 	const char *format; /* "kernelbench" or "fast" */
 	const char *language;  /* the request's "language": "auto" or "triton" */
 	const char *precision; /* "fp32", "fp16" or "bf16" */
+	const char *baseline;  /* "eager" or "compile" (request "baseline"); NULL: eager */
 	uint64_t seed;	    /* the run's evaluation seed */
 	bool insecure;	    /* evaluate with fewer jail layers than required */
 };
@@ -430,6 +433,8 @@ struct run_spec {
 	const char *format;	  /* candidate format: "kernelbench", "fast" or
 				     "triton" (KernelBench's, in Triton) */
 	const char *precision;	  /* "fp32" (NULL), "fp16" or "bf16" */
+	const char *baseline;	  /* "eager" (NULL) or "compile": the reference
+				     also timed under torch.compile */
 	bool insecure_sandbox;	  /* run candidates where the jail lacks layers */
 	const struct search_config *cfg;
 };
@@ -470,6 +475,8 @@ struct run_node_info {
 	int verdict; /* enum proto_status, or -1 before an evaluation */
 	double runtime_us;
 	double ref_runtime_us;
+	double speedup_compile; /* against the compiled reference; NaN when none */
+	double ref_compile_us;	/* the compiled reference's median; NaN when none */
 	uint64_t node_seq; /* its JR_NODE event (0 for the root) */
 	uint64_t result_seq;
 };
@@ -808,6 +815,13 @@ struct bench_run {
 	double gpu_seconds;	/* correctness and timing time of its evaluations */
 	int kb_correct;		/* verdicts.kernelbench: -1 absent, 0, 1 */
 	double kb_best;		/* its best speedup among those correct; NaN */
+	bool compile_asked;	/* the bench's --baseline compile */
+	int compile_state;	/* the compiled baseline: 1 timed for a correct
+				   result, 0 unavailable (a result said why),
+				   -1 neither (not asked, nothing timed yet) */
+	double best_compile;	/* the best speedup_compile of its correct
+				   results; NaN when none */
+	char compile_why[200];	/* the first reason it was unavailable */
 };
 
 struct bench {
@@ -893,7 +907,13 @@ double bench_fast_p(const double *best, const bool *correct, size_t n, double p)
  * mean_speedup, geomean_speedup, median_speedup (of the best correct
  * candidate, 1.0 where none), success_rate_kernelbench,
  * fast_1_kernelbench (null where no result says), attempts, llm_calls,
- * tokens_in/tokens_out/dollars per role (spend), dollars, gpu_seconds.
+ * tokens_in/tokens_out/dollars per role (spend), dollars, gpu_seconds;
+ * and against the compiled reference (null where no run of the row asked
+ * for it): problems_compile (the row's problems less compile_unavailable,
+ * those whose compiled baseline could not be had, which the figures
+ * leave out), fast_1_compile, fast_1_5_compile, fast_2_compile,
+ * mean_speedup_compile, geomean_speedup_compile, median_speedup_compile
+ * (of the best correct speedup_compile, 1.0 where none).
  * A new reference (the caller's); NULL when out of memory.
  */
 json_t *bench_table(const struct bench_run *runs, size_t n);

@@ -50,13 +50,15 @@ int eval__request(const struct eval_job *job, const char *device, const char *ca
 	rq->format = str_dup(job->format);
 	rq->language = str_dup(job->language ? job->language : "auto");
 	rq->precision = str_dup(job->precision ? job->precision : "fp32");
+	rq->baseline = str_dup(job->baseline ? job->baseline : "eager");
 	rq->problem_name = str_dup(job->problem_name);
 	rq->solution_name = str_dup(name);
 	rq->cache_dir = str_dup(cache);
 	rq->problem_src = malloc(job->problem_len + 1);
 	rq->solution_src = malloc(job->code_len + 1);
-	if (!rq->language || !rq->precision || !rq->id || !rq->format || !rq->problem_name ||
-	    !rq->solution_name || !rq->cache_dir || !rq->problem_src || !rq->solution_src)
+	if (!rq->language || !rq->precision || !rq->baseline || !rq->id || !rq->format ||
+	    !rq->problem_name || !rq->solution_name || !rq->cache_dir || !rq->problem_src ||
+	    !rq->solution_src)
 		return ST_ENOMEM;
 	memcpy(rq->problem_src, job->problem_src, job->problem_len);
 	rq->problem_src[job->problem_len] = '\0';

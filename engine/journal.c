@@ -404,6 +404,17 @@ int jr_result_to_json(const struct proto_result *rs, json_t *head, json_t *body)
 	rc |= set_new(head, "max_rel_err", jr_real_new(rs->max_rel_err));
 	for (size_t i = 0; i < 4; i++)
 		rc |= set_new(head, stage_keys[i], jr_real_new(rs->stage_ms[i]));
+	/* The compiled baseline's fields only where it was asked for and
+	 * timed, or said why not: older results have none of them. */
+	if (isfinite(rs->ref_compile_us) || isfinite(rs->speedup_compile)) {
+		rc |= set_new(head, "ref_compile_us", jr_real_new(rs->ref_compile_us));
+		rc |= set_new(head, "ref_compile_lo_us", jr_real_new(rs->ref_compile_lo_us));
+		rc |= set_new(head, "ref_compile_hi_us", jr_real_new(rs->ref_compile_hi_us));
+		rc |= set_new(head, "speedup_compile", jr_real_new(rs->speedup_compile));
+	}
+	if (rs->baseline_compile_error && *rs->baseline_compile_error)
+		rc |= set_new(head, "baseline_compile_error",
+			      json_string(rs->baseline_compile_error));
 	if (rc)
 		return ST_ENOMEM;
 	rc |= set_new(body, "message", json_string(rs->message ? rs->message : ""));
@@ -458,6 +469,13 @@ int jr_result_from_json(const json_t *head, const json_t *body, struct proto_res
 	rs->max_rel_err = jr_real(head, "max_rel_err", NAN);
 	for (i = 0; i < 4; i++)
 		rs->stage_ms[i] = jr_real(head, stage_keys[i], NAN);
+	rs->ref_compile_us = jr_real(head, "ref_compile_us", NAN);
+	rs->ref_compile_lo_us = jr_real(head, "ref_compile_lo_us", NAN);
+	rs->ref_compile_hi_us = jr_real(head, "ref_compile_hi_us", NAN);
+	rs->speedup_compile = jr_real(head, "speedup_compile", NAN);
+	if (*jr_str(head, "baseline_compile_error", "") &&
+	    dup_field(&rs->baseline_compile_error, jr_str(head, "baseline_compile_error", "")))
+		return ST_ENOMEM;
 	if (!body)
 		return ST_OK;
 	rc = dup_field(&rs->message, jr_str(body, "message", ""));

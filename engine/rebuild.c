@@ -184,18 +184,30 @@ out_bad:
 	return load_fail(c, ST_EPROTO, ev->seq, "malformed node event");
 }
 
-enum { RF_NODE, RF_STATUS, RF_VERDICT, RF_SPEEDUP, RF_RUNTIME, RF_REF, RF_BLOB, RF_COUNT };
+enum {
+	RF_NODE,
+	RF_STATUS,
+	RF_VERDICT,
+	RF_SPEEDUP,
+	RF_RUNTIME,
+	RF_REF,
+	RF_BLOB,
+	RF_SPEEDUP_C,
+	RF_REF_C,
+	RF_COUNT
+};
 
 static int apply_result(struct load_ctx *c, const struct store_event *ev)
 {
 	struct jr_field f[RF_COUNT] = {{.key = "node"},	      {.key = "status"},
 				       {.key = "verdict"},    {.key = "speedup"},
 				       {.key = "runtime_us"}, {.key = "ref_runtime_us"},
-				       {.key = "blob"}};
+				       {.key = "blob"},	      {.key = "speedup_compile"},
+				       {.key = "ref_compile_us"}};
 	struct run *r = c->r;
 	enum node_status st;
 	enum proto_status verdict;
-	double speedup = 0, rt = NAN, ref = NAN;
+	double speedup = 0, rt = NAN, ref = NAN, sc = NAN, refc = NAN;
 	uint64_t id, bn = 0;
 	char sname[32], vname[32];
 	const char *blob;
@@ -208,6 +220,8 @@ static int apply_result(struct load_ctx *c, const struct store_event *ev)
 	jr_field_real(&f[RF_SPEEDUP], &speedup);
 	jr_field_real(&f[RF_RUNTIME], &rt);
 	jr_field_real(&f[RF_REF], &ref);
+	jr_field_real(&f[RF_SPEEDUP_C], &sc);
+	jr_field_real(&f[RF_REF_C], &refc);
 	jr_field_u64(&f[RF_BLOB], &bn);
 	if (jr_blob_at(ev->data, ev->len, bn, &blob))
 		goto out_bad;
@@ -219,6 +233,8 @@ static int apply_result(struct load_ctx *c, const struct store_event *ev)
 	r->info[id].verdict = (int)verdict;
 	r->info[id].runtime_us = rt;
 	r->info[id].ref_runtime_us = ref;
+	r->info[id].speedup_compile = sc;
+	r->info[id].ref_compile_us = refc;
 	r->info[id].result_seq = ev->seq;
 	r->cur.eval_done = true;
 	return 0;

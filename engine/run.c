@@ -217,6 +217,7 @@ static void pend_eval(struct run *r)
 	    .format = eval_format(jr_str(r->options, "format", "kernelbench")),
 	    .language = strcmp(jr_str(r->options, "format", ""), "triton") ? "auto" : "triton",
 	    .precision = jr_str(r->options, "precision", "fp32"),
+	    .baseline = jr_str(r->options, "baseline", "eager"),
 	    .insecure = jr_bool(r->options, "insecure_sandbox", false),
 	    .seed = r->eval_seed ^ ((uint64_t)r->cur.node * 0x9e3779b97f4a7c15ull)};
 	p->t0 = clock_mono_ns();
@@ -274,6 +275,8 @@ static int eval_result(struct run *r, const struct proto_result *res, double eva
 	r->info[r->cur.node].verdict = (int)res->status;
 	r->info[r->cur.node].runtime_us = res->runtime_us;
 	r->info[r->cur.node].ref_runtime_us = res->ref_runtime_us;
+	r->info[r->cur.node].speedup_compile = res->speedup_compile;
+	r->info[r->cur.node].ref_compile_us = res->ref_compile_us;
 	r->info[r->cur.node].result_seq = r->last_seq + 1;
 	head = json_pack("{s:s, s:I, s:I, s:s, s:s, s:o, s:o, s:o, s:f, s:f}", "key", r->pend.key,
 			 "attempt", (json_int_t)r->cur.k, "node", (json_int_t)r->cur.node, "status",
@@ -281,6 +284,12 @@ static int eval_result(struct run *r, const struct proto_result *res, double eva
 			 jr_real_new(n->speedup), "runtime_us", jr_real_new(res->runtime_us),
 			 "ref_runtime_us", jr_real_new(res->ref_runtime_us), "wall_ms", eval_ms,
 			 "at", run__now());
+	if (head && isfinite(res->speedup_compile) &&
+	    (json_object_set_new(head, "speedup_compile", json_real(res->speedup_compile)) ||
+	     json_object_set_new(head, "ref_compile_us", jr_real_new(res->ref_compile_us)))) {
+		json_decref(head);
+		head = NULL;
+	}
 	body = json_object();
 	rc = head && body ? jr_result_to_json(res, body, body) : ST_ENOMEM;
 	if (rc) {

@@ -382,7 +382,11 @@ int run_info_reserve(struct run *r, uint32_t id)
 		return ST_ENOMEM;
 	for (size_t i = r->info_cap; i < ncap; i++)
 		ni[i] =
-		    (struct run_node_info){.verdict = -1, .runtime_us = NAN, .ref_runtime_us = NAN};
+		    (struct run_node_info){.verdict = -1,
+					   .runtime_us = NAN,
+					   .ref_runtime_us = NAN,
+					   .speedup_compile = NAN,
+					   .ref_compile_us = NAN};
 	r->info = ni;
 	r->info_cap = ncap;
 	return ST_OK;

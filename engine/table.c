@@ -7,7 +7,9 @@
  * best correct speedup (1.0 for a problem without a correct candidate),
  * and what it cost: attempts, LLM calls, tokens and dollars per agent
  * role, evaluation seconds.  The same figures from the KernelBench
- * verdict of each result (verdicts.kernelbench) where results carry one.
+ * verdict of each result (verdicts.kernelbench) where results carry one,
+ * and against the compiled reference (--baseline compile) over the
+ * problems whose compiled baseline could be had.
  * Pure arithmetic over struct bench_run; no I/O.
  */
 #include <math.h>
@@ -51,6 +53,54 @@ double bench_fast_p(const double *best, const bool *correct, size_t n, double p)
 	for (size_t i = 0; i < n; i++)
 		k += correct[i] && best[i] > p;
 	return (double)k / (double)n;
+}
+
+/* The compiled baseline's figures of a row (engine.h: bench_table) into
+ * o; nulls where no run of the row asked for it. */
+static int row_compile(json_t *o, const struct bench_run *runs, const size_t *idx, size_t n)
+{
+	static const char *const keys[] = {"problems_compile",	      "compile_unavailable",
+					   "fast_1_compile",	      "fast_1_5_compile",
+					   "fast_2_compile",	      "mean_speedup_compile",
+					   "geomean_speedup_compile", "median_speedup_compile"};
+	double *best = calloc(n + 1, sizeof(*best)), sum = 0, v[ST_ARRAY_LEN(keys)];
+	bool *ok = calloc(n + 1, sizeof(*ok)), asked = false;
+	size_t k = 0, gone = 0;
+	int rc = ST_ENOMEM;
+
+	if (!best || !ok)
+		goto out;
+	for (size_t j = 0; j < n; j++) {
+		const struct bench_run *r = &runs[idx[j]];
+
+		asked |= r->compile_asked;
+		if (r->compile_state == 0) {
+			gone++;
+			continue;
+		}
+		ok[k] = r->compile_state > 0 && isfinite(r->best_compile);
+		best[k] = ok[k] ? r->best_compile : 1.0;
+		sum += best[k++];
+	}
+	v[0] = (double)k;
+	v[1] = (double)gone;
+	v[2] = bench_fast_p(best, ok, k, 1.0);
+	v[3] = bench_fast_p(best, ok, k, 1.5);
+	v[4] = bench_fast_p(best, ok, k, 2.0);
+	v[5] = k ? sum / (double)k : 1.0;
+	v[6] = bench_geomean(best, k);
+	v[7] = bench_median(best, k); /* sorts best: last */
+	rc = ST_OK;
+	for (size_t i = 0; !rc && i < ST_ARRAY_LEN(keys); i++)
+		if (json_object_set_new(o, keys[i],
+					!asked	? json_null()
+					: i < 2 ? json_integer((json_int_t)v[i])
+						: json_real(v[i])))
+			rc = ST_ENOMEM;
+out:
+	free(best);
+	free(ok);
+	return rc;
 }
 
 /* The figures of one row, over runs[idx[0..n)]. */
@@ -107,7 +157,8 @@ static json_t *row(const struct bench_run *runs, const size_t *idx, size_t n)
 	    json_object_set_new(o, "success_rate_kernelbench",
 				nkb ? json_real((double)nkbok / (double)n) : json_null()) ||
 	    json_object_set_new(o, "fast_1_kernelbench",
-				nkb ? json_real(bench_fast_p(kbb, kbok, n, 1.0)) : json_null())) {
+				nkb ? json_real(bench_fast_p(kbb, kbok, n, 1.0)) : json_null()) ||
+	    row_compile(o, runs, idx, n)) {
 		json_decref(spend);
 		json_decref(o);
 		o = NULL;
@@ -175,15 +226,18 @@ json_t *bench_problems(const struct bench_run *runs, size_t n)
 
 		for (int k = 0; k < ROLE_COUNT; k++)
 			usd += r->spend[k].dollars;
-		o = json_pack("{s:i, s:s, s:s, s:s, s:s, s:o, s:I, s:f, s:I, s:f}", "level",
-			      r->level, "policy", search_policy_name(r->policy), "problem",
+		o = json_pack("{s:i, s:s, s:s, s:s, s:s, s:o, s:I, s:f, s:I, s:f, s:o, s:o}",
+			      "level", r->level, "policy", search_policy_name(r->policy), "problem",
 			      r->problem, "run_id", r->run_id, "status",
 			      isfinite(r->best)		 ? "correct"
 			      : r->state == RUN_FINISHED ? "no_correct"
 							 : run_state_name(r->state),
 			      "best_speedup", jr_real_new(r->best), "attempts",
 			      (json_int_t)r->attempts, "dollars", usd, "llm_calls",
-			      (json_int_t)r->llm_calls, "gpu_seconds", r->gpu_seconds);
+			      (json_int_t)r->llm_calls, "gpu_seconds", r->gpu_seconds,
+			      "best_speedup_compile", jr_real_new(r->best_compile),
+			      "baseline_compile_error",
+			      r->compile_state == 0 ? json_string(r->compile_why) : json_null());
 		if (!o || json_array_append_new(a, o)) {
 			json_decref(a);
 			a = NULL;

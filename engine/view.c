@@ -57,8 +57,9 @@ static json_t *speedup_obj(const struct run *r, uint32_t id)
 {
 	if (id == TREE_NONE)
 		return json_null();
-	return json_pack("{s:I, s:o}", "node", (json_int_t)id, "speedup",
-			 jr_real_new(tree_node(r->tree, id)->speedup));
+	return json_pack("{s:I, s:o, s:o}", "node", (json_int_t)id, "speedup",
+			 jr_real_new(tree_node(r->tree, id)->speedup), "speedup_compile",
+			 jr_real_new(r->info[id].speedup_compile));
 }
 
 static json_t *node_obj(const struct run *r, uint32_t id)
@@ -75,7 +76,8 @@ static json_t *node_obj(const struct run *r, uint32_t id)
 		}
 	tree_node_reason(n, why, sizeof(why));
 	o = json_pack(
-	    "{s:I, s:o, s:s, s:o, s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "id", (json_int_t)id,
+	    "{s:I, s:o, s:s, s:o, s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "id",
+	    (json_int_t)id,
 	    "parent", n->parent == TREE_NONE ? json_null() : json_integer(n->parent), "status",
 	    node_status_name(n->status), "speedup",
 	    n->status == NODE_CORRECT ? jr_real_new(n->speedup) : json_null(), "origin",
@@ -84,7 +86,9 @@ static json_t *node_obj(const struct run *r, uint32_t id)
 	    ni->verdict < 0 ? json_null()
 			    : json_string(proto_status_name((enum proto_status)ni->verdict)),
 	    "runtime_us", jr_real_new(ni->runtime_us), "ref_runtime_us",
-	    jr_real_new(ni->ref_runtime_us), "children", ch ? ch : json_null(), "checks",
+	    jr_real_new(ni->ref_runtime_us), "speedup_compile",
+	    n->status == NODE_CORRECT ? jr_real_new(ni->speedup_compile) : json_null(),
+	    "ref_compile_us", jr_real_new(ni->ref_compile_us), "children", ch ? ch : json_null(), "checks",
 	    checks_obj(r, id), "reason", why[0] ? json_string(why) : json_null());
 	return o;
 }

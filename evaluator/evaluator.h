@@ -98,7 +98,7 @@ enum eval_zstage { EVAL_ZSTAGE_NONE = 0, EVAL_ZSTAGE_COMPILE = 1, EVAL_ZSTAGE_RU
 #define EVAL_ZJOB_INSECURE 1u /* run with the layers this machine has */
 #define EVAL_ZJOB_LOCK	   2u /* EVAL_ZFD_LOCK is attached */
 #define EVAL_ZJOB_JAILED   4u /* the evaluator's --jailed: workers narrow */
-#define EVAL_ZJOB_EXEC	   8u /* run jail: sandbox_config.run_exec (a JIT language) */
+#define EVAL_ZJOB_EXEC	   8u /* run jail: sandbox_config.run_exec (proto_request_run_exec) */
 
 struct eval_zbind {
 	char src[EVAL_ZPATH];

@@ -602,7 +602,9 @@ static PyObject *request_dict(const struct proto_request *rq)
 	    put(d, "verdict", text(rq->verdict)) ||
 	    put(d, "language", text(rq->language)) ||
 	    put(d, "precision", text(rq->precision)) ||
-	    put(d, "jit_exec", PyBool_FromLong(proto_request_jit_exec(rq)))) {
+	    put(d, "baseline", text(rq->baseline && *rq->baseline ? rq->baseline : "eager")) ||
+	    put(d, "jit_exec", PyBool_FromLong(proto_request_jit_exec(rq))) ||
+	    put(d, "run_exec", PyBool_FromLong(proto_request_run_exec(rq)))) {
 		Py_DECREF(d);
 		return NULL;
 	}
@@ -644,6 +646,12 @@ static const struct rfield {
 	{"ref_lo_us", R_DOUBLE, offsetof(struct proto_result, ref_lo_us), 0},
 	{"ref_hi_us", R_DOUBLE, offsetof(struct proto_result, ref_hi_us), 0},
 	{"speedup", R_DOUBLE, offsetof(struct proto_result, speedup), 0},
+	{"ref_compile_us", R_DOUBLE, offsetof(struct proto_result, ref_compile_us), 0},
+	{"ref_compile_lo_us", R_DOUBLE, offsetof(struct proto_result, ref_compile_lo_us), 0},
+	{"ref_compile_hi_us", R_DOUBLE, offsetof(struct proto_result, ref_compile_hi_us), 0},
+	{"speedup_compile", R_DOUBLE, offsetof(struct proto_result, speedup_compile), 0},
+	{"baseline_compile_error", R_STR, offsetof(struct proto_result, baseline_compile_error),
+	 PROTO_REASON_MAX},
 	{"stage_ms", R_STAGES, 0, 0},
 	{"flags", R_FLAGS, 0, 0},
 	{"env", R_ENV, 0, 0},

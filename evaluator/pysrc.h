@@ -23,6 +23,7 @@
 	X(worker_outputs)		\
 	X(worker_memory)		\
 	X(worker_inputs)		\
+	X(compiled)			\
 	X(worker)			\
 	X(referee_common)		\
 	X(referee_readings)		\
@@ -36,6 +37,7 @@
 	X(referee_checks)		\
 	X(referee_build)		\
 	X(referee_verdicts)		\
+	X(referee_baseline)		\
 	X(referee)
 
 /* A module's file, as one string: "evaluator/stark_NAME.py". */

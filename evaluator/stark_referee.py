@@ -33,6 +33,8 @@ in a module of its own with the trust notes of what it does:
                           answer, and whose fault a failed build is
   stark_referee_verdicts  KernelBench's verdict beside stark's, and which
                           decides
+  stark_referee_baseline  the compiled baseline: the reference also timed
+                          under torch.compile (stark_compiled)
 This module holds the evaluation's flow (Evaluation.evaluate) and the
 result.
 """
@@ -52,6 +54,7 @@ import stark_cuda
 import stark_lang
 import stark_triton
 import stark_wire as W
+from stark_referee_baseline import Baseline
 from stark_referee_build import Builds
 from stark_referee_checks import Checks
 from stark_referee_common import LIMITS, Verdict, cut, derive, dict_field, int_field, number
@@ -126,7 +129,7 @@ def prewarm():
 
 
 class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Timing, Checks,
-                 Verdicts):
+                 Verdicts, Baseline):
     """One evaluation: the flow is evaluate(); the parts it calls are the
     mixins' (see the module's docstring)."""
 
@@ -186,6 +189,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         self.lenient = False        # stark's verdict failed; timed for KernelBench's
         self.kb = None              # KernelBench's verdict (kernelbench_trials)
         self.stark_failure = None   # stark's failed verdict, when it failed
+        self.baseline_init()
 
     # -- the flow -------------------------------------------------------
     def run(self):
@@ -347,26 +351,22 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
                               "%s" % (lang, e))
 
     def restrict_exec(self, lang):
-        """In a run jail whose filter allows execve for a JIT language
-        (req jit_exec, the orchestrator's rule), only the JIT's tools may be
-        executed from now on: Landlock, set here before any worker is
-        forked, inherited by all of them; the evaluation stops where it
-        cannot be set (fail closed).  A Triton candidate in a jail without
-        exec (a language the orchestrator did not see) is `error` before
-        its JIT would be killed for an exec."""
-        if not self.req.get("jit_exec"):
-            if lang == "triton":
-                raise Verdict("error", "this Triton candidate's imports were not seen by the "
-                              "orchestrator, so its run jail allows no exec for Triton's JIT: "
-                              "judge it with --language triton")
+        """In a run jail whose filter allows execve (req run_exec, the
+        orchestrator's rule: a JIT language, or the compiled baseline's
+        compiler), only the JIT's and the compiler's tools may be executed
+        from now on: Landlock, set here before any worker is forked,
+        inherited by all of them; the evaluation stops where it cannot be
+        set (fail closed).  A Triton candidate in a jail without exec for
+        its JIT (a language the orchestrator did not see) is `error`
+        before its JIT would be killed for an exec."""
+        if not self.req.get("jit_exec") and lang == "triton":
+            raise Verdict("error", "this Triton candidate's imports were not seen by the "
+                          "orchestrator, so its run jail allows no exec for Triton's JIT: "
+                          "judge it with --language triton")
+        if not self.req.get("run_exec"):
             return
-        paths = stark_triton.exec_paths()
-        try:
-            _stark.restrict_exec(paths)
-        except OSError as e:
-            raise Verdict("error", "cannot restrict what Triton's JIT may execute in the run "
-                          "jail: %s; Triton candidates need Landlock (Linux 5.13 or later, "
-                          "with landlock in the kernel's lsm= list)" % e)
+        paths = self.exec_allowlist()
+        self.jailed_restrict(paths)
         self.res["env"]["exec_allowed"] = cut(", ".join(
             p for p in paths if os.path.exists(p)), 500)
         if lang == "triton":
@@ -423,12 +423,21 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         # Not under the GPU lock: loading may build native code for a
         # minute, and what it runs on the GPU (a context, weights) is small.
         init_seed = derive(self.seed, "init")
-        for w in (self.ref, self.cand):
+        compiled = self.wants_compiled()
+        # With the compiled baseline, the candidate's worker loads only once
+        # the compiled reference is made: none of its code has run while
+        # inductor writes and loads what it generates (stark_compiled).
+        for w in (self.ref,) if compiled else (self.ref, self.cand):
             self.talk(w, "loading", w.chan.send_json, W.LOAD,
                       {"init_seed": init_seed}, self.deadline)
         t0 = time.monotonic()
         self.note_mem("ref", "load", self.talk(self.ref, "loading", self.expect_ok, self.ref,
                                                "construction of Model"))
+        if compiled:
+            self.compile_reference(init_seed)
+            self.talk(self.cand, "loading", self.cand.chan.send_json, W.LOAD,
+                      {"init_seed": init_seed}, self.deadline)
+            t0 = time.monotonic()
         info = self.talk(self.cand, "loading", self.expect_ok, self.cand,
                          "construction of ModelNew")
         self.note_mem("cand", "load", info)
@@ -506,10 +515,12 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
                             npl, "" if "timing_scanned" not in r["env"] else
                             " kept from %s scanned" % r["env"]["timing_scanned"]),
                         r["speedup"]))
+            msg += self.baseline_message()
         return msg
 
     def finish(self):
         r = self.res
+        self.baseline_fields()
         if self.spent:
             # Where the pairs' time went (checks, timing, probes together).
             r["env"]["pair_ms"] = " ".join("%s %.0f" % (k, v * 1e3)

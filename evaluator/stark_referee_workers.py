@@ -139,6 +139,7 @@ class Workers:
                 "placements": self.req["placements"],
                 "l2_flush": bool(self.req.get("l2_flush", True)),
                 "language": self.language, "lang_dir": self.lang_dir,
+                "cand_exec": self.cand_exec,
                 "precision": self.req.get("precision") or "fp32"}
 
     def spawn(self, role):
@@ -260,6 +261,9 @@ class Workers:
                                % (what, etype, emsg), tb)
             return Verdict("error", "the problem's reference raised %s during %s: %s"
                            % (etype, what, emsg), tb)
+        if err.get("phase") == "jail":
+            # Before any of its code ran: the jail's, not the candidate's.
+            return Verdict("error", emsg)
         log = ""
         if err.get("phase") == "build":
             self.build = dict_field(err, "build")

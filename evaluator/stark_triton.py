@@ -81,7 +81,7 @@ def compiler(environ=None):
     return shutil.which("gcc", path=path) or shutil.which("clang", path=path)
 
 
-def _script_execs(path, environ):
+def script_execs(path, environ):
     """For a script (a compiler wrapper such as `#!/bin/sh` + `exec
     /opt/gcc/bin/gcc-real -B... "$@"`): its interpreter (through env when
     it names one) and the absolute paths of executable files its text
@@ -108,13 +108,16 @@ def _script_execs(path, environ):
     return out
 
 
-def _asks_compiler(cc):
+DRIVER_PROGS = ("cc1", "as", "collect2", "ld", "lto-wrapper")
+
+
+def asks_compiler(cc, progs=DRIVER_PROGS):
     """The programs the compiler driver itself runs (cc1, as, collect2, ld,
-    lto-wrapper), as it reports them: wherever its toolchain lives (a
-    compiler outside /usr that finds them through -B, a versioned
-    libexec).  Asked before any candidate code runs."""
+    lto-wrapper; a C++ driver's cc1plus), as it reports them: wherever its
+    toolchain lives (a compiler outside /usr that finds them through -B, a
+    versioned libexec).  Asked before any candidate code runs."""
     out = []
-    for prog in ("cc1", "as", "collect2", "ld", "lto-wrapper"):
+    for prog in progs:
         try:
             r = subprocess.run([cc, "-print-prog-name=" + prog], capture_output=True,
                                timeout=20, stdin=subprocess.DEVNULL)
@@ -150,10 +153,10 @@ def exec_paths(environ=None):
         if not p:
             continue
         add(p)
-        for q in _script_execs(p, environ):
+        for q in script_execs(p, environ):
             add(q)
     if cc:
-        for q in _asks_compiler(cc):
+        for q in asks_compiler(cc):
             add(q)
     for p in _TOOL_DIRS + _INTERPRETERS:
         add(p)

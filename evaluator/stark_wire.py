@@ -89,6 +89,9 @@ SCAN = b"SCAN"      # JSON {"keep": n}: time forward on every memory placement
                     # with the last inputs; keep the fastest n for later GENs
 PLAN = b"PLAN"      # reference only: JSON {"init_seed": n}: the problem's footprint
                     # estimated on the meta device (stark_worker_memory)
+COMPILE_REF = b"CREF"  # reference only: JSON {"folder", "warm_max"}: the model under
+                    # torch.compile, warmed up on the last inputs until it compiles
+                    # no more (stark_compiled); CALL {"compiled": true} then runs it
 PUT = b"PUT "       # candidate only: JSON {"off": n}: write the outputs' bytes
                     # from offset n into the output window (the next chunk)
 QUIT = b"QUIT"

@@ -51,6 +51,7 @@ import stark_rules as R
 import stark_triton
 import stark_tensors as T
 import stark_wire as W
+from stark_compiled import CompiledRef
 from stark_worker_gpu import GpuTiming
 from stark_worker_inputs import Inputs
 from stark_worker_memory import OOM_TYPES, Memory, is_oom
@@ -87,6 +88,11 @@ def _setup_failed(e):
             "traceback": W.format_exc(cause, TRACEBACK_MAX)}
 
 
+class ExecRestrictError(Exception):
+    """The candidate's worker could not restrict what it may execute
+    (before any of its code ran): the evaluator's failure."""
+
+
 def _builds(src):
     """Whether a solution uses torch's extension builders (the test the
     orchestrator makes: evalrun_needs_compile)."""
@@ -103,9 +109,10 @@ def _exec_module(name, filename, src):
     return mod
 
 
-class Worker(GpuTiming, Inputs, Outputs, Memory):
+class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
     """One worker: its model, this call's inputs and outputs, and the
-    command loop (serve)."""
+    command loop (serve).  The reference worker also holds the compiled
+    reference where one is asked for (stark_compiled)."""
 
     def __init__(self, chan, role, cfg, problem):
         self.chan = chan
@@ -200,6 +207,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory):
             dirs.append(self.cfg["cubin_dir"])
         os.environ["STARK_CUDA_CACHE"] = os.pathsep.join(dirs)
         os.environ["STARK_CUDA_MODE"] = "compile" if self.cfg["stage"] == "compile" else "auto"
+        self._restrict_exec()
         lang = self.cfg.get("language") or "cuda"
         folder = self.cfg.get("lang_dir")
         if stark_triton.use_file(lang) and folder:
@@ -213,6 +221,23 @@ class Worker(GpuTiming, Inputs, Outputs, Memory):
         _stark.narrow()
         return _exec_module("stark_solution", self.cfg["solution_name"],
                             self.cfg["solution_src"])
+
+    def _restrict_exec(self):
+        """Where the run jail allows exec for another reason than this
+        candidate's language (the compiled reference's compiler), what
+        this worker may execute is restricted further to what its
+        language needs (cfg "cand_exec": Triton's tools, or nothing),
+        before any of its code runs.  Landlock binds the calling thread
+        and the threads and processes it makes from now on; the jail-wide
+        restriction the referee set before this worker was forked still
+        binds the threads CUDA started before.  Raises ExecRestrictError."""
+        paths = self.cfg.get("cand_exec")
+        if not isinstance(paths, list):
+            return
+        try:
+            _stark.restrict_exec([p for p in paths if isinstance(p, str)])
+        except OSError as e:
+            raise ExecRestrictError(str(e))
 
     def _construct(self, cls, init_seed, on_device):
         """cls(*get_init_inputs()) with the weights' seed.  On a GPU the
@@ -320,6 +345,10 @@ class Worker(GpuTiming, Inputs, Outputs, Memory):
             copied = self._copy_weights(self.model, init_seed)
         except stark_build.SetupError as e:
             return None, _setup_failed(e)
+        except ExecRestrictError as e:
+            return None, {"phase": "jail", "type": "ExecRestrictError", "traceback": "",
+                          "message": "cannot restrict what the candidate's worker may "
+                          "execute: %s" % e}
         except BaseException as e:
             if stark_build.state["failures"]:
                 return None, self._build_failed()
@@ -472,7 +501,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory):
         caps = {W.LOAD: 1 << 16, W.COMPILE: 1 << 16, W.GEN: 1 << 20, W.CALL: 1 << 12,
                 W.SCAN: 64, W.FETCH: 64, W.PUT: 64, W.COMPARE: W.HEADER_MAX, W.FLUSH: 64,
                 W.TIMED_NOOP: 0, W.DEVICE_INFO: 1 << 12, W.PING: 0, W.QUIT: 0, W.PROFILE: 0,
-                W.PLAN: 1 << 12}
+                W.PLAN: 1 << 12, W.COMPILE_REF: 1 << 12}
         phases = {W.LOAD: "load", W.GEN: "inputs", W.COMPARE: "compare",
                   W.FLUSH: "device", W.DEVICE_INFO: "device"}
         while True:
@@ -499,6 +528,9 @@ class Worker(GpuTiming, Inputs, Outputs, Memory):
                     chan.send_json(W.ERR, err)
                 continue
             args = json.loads(payload) if payload else {}
+            # CALL and PROFILE keep what FETCH needs of their outputs; a
+            # call of the compiled reference keeps nothing (after_call).
+            keeps = kind in (W.CALL, W.PROFILE)
             try:
                 if kind == W.LOAD:
                     info, err = self.cmd_load(args)
@@ -520,6 +552,11 @@ class Worker(GpuTiming, Inputs, Outputs, Memory):
                     info, err = self.cmd_device_info(args), None
                 elif kind == W.PLAN:
                     info, err = self.cmd_plan(args), None
+                elif kind == W.COMPILE_REF and self.role == "ref":
+                    info, err = self.cmd_compile_ref(args), None
+                elif kind == W.CALL and self.role == "ref" and args.get("compiled") is True:
+                    info, err = self.compiled_call(args), None
+                    keeps = False
                 else:
                     info, err = self.cmd_call(args), None
             except W.WorkerGone:
@@ -532,7 +569,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory):
                 chan.send_json(W.ERR, err)
                 continue
             chan.send_json(W.OK, info)
-            if kind in (W.CALL, W.PROFILE):
+            if keeps:
                 try:
                     self.after_call()
                 except BaseException:

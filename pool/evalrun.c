@@ -79,7 +79,7 @@ static int start_exec(struct evalrun *er, const struct evalrun_opts *o,
 	if (o->required)
 		cfg.required = o->required;
 	cfg.insecure = o->insecure;
-	cfg.run_exec = o->sandbox == SANDBOX_RUN && proto_request_jit_exec(rq);
+	cfg.run_exec = o->sandbox == SANDBOX_RUN && proto_request_run_exec(rq);
 	cfg.wall_ms = (uint64_t)rq->wall_ms + o->grace_ms;
 	argv[0] = (char *)o->evaluator;
 	argv[1] = o->sandbox == SANDBOX_RUN ? (char *)"--jailed" : NULL;
@@ -110,7 +110,7 @@ static int make_job(const struct evalrun_opts *o, const struct proto_request *rq
 	job->flags = (o->insecure ? EVAL_ZJOB_INSECURE : 0) |
 		     (o->lock_fd >= 0 ? EVAL_ZJOB_LOCK : 0) |
 		     (o->sandbox == SANDBOX_RUN ? EVAL_ZJOB_JAILED : 0) |
-		     (o->sandbox == SANDBOX_RUN && proto_request_jit_exec(rq) ? EVAL_ZJOB_EXEC : 0);
+		     (o->sandbox == SANDBOX_RUN && proto_request_run_exec(rq) ? EVAL_ZJOB_EXEC : 0);
 	job->gpu_index = o->gpu_index;
 	/* (never 0, which the zygote would read as "the stage's default") */
 	job->required = (cfg.required & sandbox_layers_available(o->sandbox)) | SANDBOX_L_FDS;

@@ -72,6 +72,8 @@ void proto_result_init(struct proto_result *rs)
 	rs->ref_runtime_us = rs->ref_lo_us = rs->ref_hi_us = NAN;
 	rs->speedup = NAN;
 	rs->kb_max_diff = NAN;
+	rs->ref_compile_us = rs->ref_compile_lo_us = rs->ref_compile_hi_us = NAN;
+	rs->speedup_compile = NAN;
 	for (size_t i = 0; i < ST_ARRAY_LEN(rs->stage_ms); i++)
 		rs->stage_ms[i] = NAN;
 }

@@ -163,6 +163,12 @@ struct proto_request {
 					   "bf16": floating inputs and weights
 					   cast to it as KernelBench's harness
 					   casts them; "" = fp32 [""] */
+	char *baseline;			/* "baseline": "eager" or "compile":
+					   with "compile" the reference is also
+					   timed under torch.compile (default
+					   mode) and the result carries both
+					   speedups (docs/BENCH.md); "" = eager
+					   [""] */
 };
 
 struct proto_kv {
@@ -218,6 +224,23 @@ struct proto_result {
 	uint32_t kb_trials_passed; /* "kb_trials_passed": <= kb_trials_run */
 	double kb_max_diff;	  /* "kb_max_diff": the largest |expected - got|
 				     of its trials (NaN when not compared) */
+	/* The compiled baseline (request "baseline" = "compile"): the
+	   reference under torch.compile, timed beside the eager one; NaN
+	   where it was not asked, not timed, or could not be had, which
+	   "baseline_compile_error" then says.  The eager fields above are
+	   the same with or without it. */
+	double ref_compile_us;	  /* "ref_compile_us": its median */
+	double ref_compile_lo_us; /* "ref_compile_lo_us"/"ref_compile_hi_us": 95% CI */
+	double ref_compile_hi_us;
+	double speedup_compile;	  /* "speedup_compile": ref_compile_us /
+				     runtime_us */
+	char *baseline_compile_error; /* "baseline_compile_error": why there
+					 is no compiled baseline (torch.compile
+					 missing or failing for this reference,
+					 outputs that disagree with eager
+					 PyTorch), or ""; never the
+					 candidate's doing and never part of
+					 the verdict; <= PROTO_REASON_MAX */
 };
 
 /* Sets the defaults above; strings NULL.  Needs no release before. */
@@ -243,9 +266,23 @@ ST_WUR int proto_status_parse(const char *name, enum proto_status *st);
  */
 bool proto_request_jit_exec(const struct proto_request *rq);
 
-/* The names "language" and "precision" take (besides ""), NULL-terminated. */
+/* Whether "baseline" asks for the compiled reference ("compile"). */
+bool proto_request_baseline_compile(const struct proto_request *rq);
+
+/*
+ * Whether the run jail must allow execve: the candidate's JIT
+ * (proto_request_jit_exec) or the compiled reference's (torch.compile's
+ * inductor execs the C++ compiler on the CPU, Triton's ptxas and the C
+ * compiler on a GPU).  Both sides decide by this rule; the evaluator
+ * restricts what may be exec'd with Landlock before any worker exists.
+ */
+bool proto_request_run_exec(const struct proto_request *rq);
+
+/* The names "language", "precision" and "baseline" take (besides ""),
+ * NULL-terminated. */
 extern const char *const proto_languages[];
 extern const char *const proto_precisions[];
+extern const char *const proto_baselines[];
 
 /*
  * Setters that copy, enforce the field's cap and keep ownership rules.

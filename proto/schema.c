@@ -69,6 +69,7 @@ static const struct proto_field request_fields[] = {
 	ROW_STR(RQ(verdict), "verdict", false, PROTO_NAME_MAX),
 	ROW_STR(RQ(language), "language", false, PROTO_NAME_MAX),
 	ROW_STR(RQ(precision), "precision", false, PROTO_NAME_MAX),
+	ROW_STR(RQ(baseline), "baseline", false, PROTO_NAME_MAX),
 };
 
 static const struct proto_field result_fields[] = {
@@ -104,6 +105,11 @@ static const struct proto_field result_fields[] = {
 	ROW_U32(RS(kb_trials_run), "kb_trials_run", false, 0, PROTO_TRIALS_MAX),
 	ROW_U32(RS(kb_trials_passed), "kb_trials_passed", false, 0, PROTO_TRIALS_MAX),
 	ROW_METRIC(RS(kb_max_diff), "kb_max_diff"),
+	ROW_METRIC(RS(ref_compile_us), "ref_compile_us"),
+	ROW_METRIC(RS(ref_compile_lo_us), "ref_compile_lo_us"),
+	ROW_METRIC(RS(ref_compile_hi_us), "ref_compile_hi_us"),
+	ROW_METRIC(RS(speedup_compile), "speedup_compile"),
+	ROW_STR(RS(baseline_compile_error), "baseline_compile_error", false, PROTO_REASON_MAX),
 };
 
 /* The decoder tracks seen keys in a 64-bit mask. */
@@ -436,8 +442,19 @@ bool proto_request_jit_exec(const struct proto_request *rq)
 			      rq->solution_len ? rq->solution_len : strlen(rq->solution_src));
 }
 
+bool proto_request_baseline_compile(const struct proto_request *rq)
+{
+	return rq->baseline && !strcmp(rq->baseline, "compile");
+}
+
+bool proto_request_run_exec(const struct proto_request *rq)
+{
+	return proto_request_jit_exec(rq) || proto_request_baseline_compile(rq);
+}
+
 const char *const proto_languages[] = {"auto", "cuda", "triton", "cute", "tilelang", "tk", NULL};
 const char *const proto_precisions[] = {"fp32", "fp16", "bf16", NULL};
+const char *const proto_baselines[] = {"eager", "compile", NULL};
 
 static int request_check(const void *obj, char *err, size_t errlen)
 {
@@ -463,7 +480,8 @@ static int request_check(const void *obj, char *err, size_t errlen)
 	if (check_name("language", rq->language, proto_languages,
 		       "auto, cuda, triton, cute, tilelang or tk", err, errlen) ||
 	    check_name("precision", rq->precision, proto_precisions, "fp32, fp16 or bf16", err,
-		       errlen))
+		       errlen) ||
+	    check_name("baseline", rq->baseline, proto_baselines, "eager or compile", err, errlen))
 		return ST_EINVAL;
 	return check_verdict("verdict", rq->verdict, err, errlen);
 }

@@ -13,7 +13,8 @@
 
 #include "report/report_int.h"
 
-#define BENCH_STR_MAX 256 /* bytes of a policy, problem or status name */
+#define BENCH_STR_MAX  256  /* bytes of a policy, problem or status name */
+#define BENCH_TEXT_MAX 1024 /* bytes of a reason */
 
 struct check {
 	char *err;
@@ -30,8 +31,9 @@ static int bad(struct check *c, const char *key, const char *what)
 }
 
 /* Copies key of row to o when it has the type wanted ("i" integer >= 0,
- * "n" number or null, "s" non-empty string, "r" a run id); optional keys
- * may be absent (then null). */
+ * "n" number or null, "s" non-empty string, "t" text (a string of at most
+ * BENCH_TEXT_MAX bytes) or null, "r" a run id); optional keys may be absent
+ * (then null). */
 static int take(struct check *c, const json_t *row, json_t *o, const char *key, char type,
 		bool optional)
 {
@@ -50,6 +52,11 @@ static int take(struct check *c, const json_t *row, json_t *o, const char *key, 
 	case 'n':
 		if (!json_is_null(v) && (!json_is_number(v) || !isfinite(json_number_value(v))))
 			return bad(c, key, "is not a number");
+		break;
+	case 't':
+		if (!json_is_null(v) &&
+		    (!json_is_string(v) || json_string_length(v) > BENCH_TEXT_MAX))
+			return bad(c, key, "is not a short text");
 		break;
 	case 's':
 	case 'r':
@@ -201,12 +208,32 @@ static int curves(const json_t *problems, const json_t *runs, json_t **out)
 
 int report_bench_json(const json_t *rec, const json_t *runs, json_t **out, char *err, size_t errlen)
 {
-	static const char *const tkeys[] = {"level",	       "policy", "problems",
-					    "success_rate",    "fast_1", "mean_speedup",
-					    "geomean_speedup", NULL};
-	static const char *const pkeys[] = {"level",	"policy",  "problem",
-					    "run_id",	"status",  "best_speedup",
-					    "attempts", "dollars", NULL};
+	/* the compiled baseline's figures: optional (benches before them, or
+	 * --baseline eager: null) */
+	static const char *const tkeys[] = {"level",
+					    "policy",
+					    "problems",
+					    "success_rate",
+					    "fast_1",
+					    "mean_speedup",
+					    "geomean_speedup",
+					    "problems_compile",
+					    "compile_unavailable",
+					    "fast_1_compile",
+					    "mean_speedup_compile",
+					    "geomean_speedup_compile",
+					    NULL};
+	static const char *const pkeys[] = {"level",
+					    "policy",
+					    "problem",
+					    "run_id",
+					    "status",
+					    "best_speedup",
+					    "attempts",
+					    "dollars",
+					    "best_speedup_compile",
+					    "baseline_compile_error",
+					    NULL};
 	struct check c = {.err = err, .errlen = errlen};
 	json_t *o = NULL, *table = NULL, *probs = NULL, *cv = NULL, *row;
 	size_t i;
@@ -218,11 +245,12 @@ int report_bench_json(const json_t *rec, const json_t *runs, json_t **out, char 
 		return ST_EINVAL;
 	}
 	c.where = "table";
-	rc = copy_rows(&c, json_object_get(rec, "table"), tkeys, "isinnnn", "-------", &table);
+	rc = copy_rows(&c, json_object_get(rec, "table"), tkeys, "isinnnnnnnnn", "-------?????",
+		       &table);
 	if (!rc) {
 		c.where = "problems";
-		rc = copy_rows(&c, json_object_get(rec, "problems"), pkeys, "issrsnin", "----????",
-			       &probs);
+		rc = copy_rows(&c, json_object_get(rec, "problems"), pkeys, "issrsninnt",
+			       "----??????", &probs);
 	}
 	if (rc)
 		goto out_fail;

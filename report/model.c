@@ -265,10 +265,11 @@ static json_t *log_tail(const char *log, size_t n)
 static json_t *result_obj(const json_t *h, const json_t *b)
 {
 	static const char *const nums[] = {
-	    "speedup",	      "runtime_us",    "runtime_lo_us", "runtime_hi_us",
-	    "ref_runtime_us", "ref_lo_us",     "ref_hi_us",	"reps",
-	    "trials_run",     "trials_passed", "max_abs_err",	"max_rel_err",
-	    "startup_ms",     "compile_ms",    "check_ms",	"time_ms"};
+	    "speedup",	      "runtime_us",	   "runtime_lo_us",	"runtime_hi_us",
+	    "ref_runtime_us", "ref_lo_us",	   "ref_hi_us",		"reps",
+	    "trials_run",     "trials_passed",	   "max_abs_err",	"max_rel_err",
+	    "startup_ms",     "compile_ms",	   "check_ms",		"time_ms",
+	    "ref_compile_us", "ref_compile_lo_us", "ref_compile_hi_us", "speedup_compile"};
 	json_t *o = json_object(), *flags = json_array(), *env = json_object(), *v;
 	const char *log = jr_str(b, "log", ""), *k;
 	size_t i;
@@ -279,6 +280,8 @@ static json_t *result_obj(const json_t *h, const json_t *b)
 	rc |= report__set(o, "verdict", json_string(jr_str(b, "status", jr_str(h, "verdict", ""))));
 	rc |= report__set(o, "message", json_string(jr_str(b, "message", "")));
 	rc |= report__set(o, "first_bad", json_string(jr_str(b, "first_bad", "")));
+	rc |= report__set(o, "baseline_compile_error",
+			  json_string(jr_str(b, "baseline_compile_error", "")));
 	rc |= report__set(o, "log_tail", log_tail(log, strlen(log)));
 	rc |= report__set(o, "log_bytes", json_integer((json_int_t)strlen(log)));
 	for (i = 0; i < ST_ARRAY_LEN(nums); i++)

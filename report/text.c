@@ -108,6 +108,17 @@ static void put_status(FILE *out, const json_t *n)
 	if (isfinite(ref))
 		fprintf(out, ", reference %.1f us", ref);
 	fputc('\n', out);
+	/* --baseline compile: against the reference under torch.compile too */
+	if (isfinite(jr_real(rs, "ref_compile_us", NAN)))
+		fprintf(out,
+			"  torch.compile: reference %.1f us (95%%: %.1f-%.1f), speedup %.2fx\n",
+			jr_real(rs, "ref_compile_us", NAN), jr_real(rs, "ref_compile_lo_us", NAN),
+			jr_real(rs, "ref_compile_hi_us", NAN), jr_real(rs, "speedup_compile", NAN));
+	else if (*jr_str(rs, "baseline_compile_error", "")) {
+		fprintf(out, "  torch.compile: no compiled baseline: ");
+		put_text(out, jr_str(rs, "baseline_compile_error", ""), "    ");
+		fputc('\n', out);
+	}
 	if (json_is_string(json_object_get(n, "reason"))) {
 		fprintf(out, "  why: ");
 		put_text(out, jr_str(n, "reason", ""), "       ");

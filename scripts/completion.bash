@@ -70,10 +70,10 @@ _stark() {
 	eval)
 		opts="--device --json --trials --seed --timeout --no-timing --min-reps --target-rse
 		      --placements --l2-flush --verdict --cache --stage --sandbox --insecure-sandbox
-		      --batch --jobs --gpu-lock --help" ;;
+		      --batch --jobs --gpu-lock --language --precision --baseline --help" ;;
 	run)
 		opts="--run-id --budget --policy --llm --model --device --store --config --set --eval
-		      --format --insecure-sandbox --help" ;;
+		      --format --language --precision --baseline --insecure-sandbox --help" ;;
 	bench)
 		opts="--bench-id --policies --budget --llm --model --device --runs-in-flight
 		      --llm-in-flight --evals-per-device --max-dollars --baseline --level --eval --format

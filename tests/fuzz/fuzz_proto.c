@@ -57,6 +57,10 @@ static void request_round_trip(const void *data, size_t size)
 	/* the run jail's exec rule reads the solution's untrusted bytes */
 	if (proto_request_jit_exec(&a) != proto_request_jit_exec(&a))
 		abort();
+	/* with the compiled baseline's: exec whenever either asks for it */
+	if (proto_request_run_exec(&a) !=
+	    (proto_request_jit_exec(&a) || proto_request_baseline_compile(&a)))
+		abort();
 	dbuf_init(&f1, PROTO_PREFIX_LEN + PROTO_FRAME_MAX);
 	dbuf_init(&f2, PROTO_PREFIX_LEN + PROTO_FRAME_MAX);
 	if (proto_request_encode(&a, &f1) ||

@@ -1395,6 +1395,8 @@ static struct bench_run table_run(int level, enum search_policy pol, double best
 	r.best = best;
 	r.kb_correct = kb;
 	r.kb_best = kb_best;
+	r.compile_state = -1;
+	r.best_compile = NAN;
 	r.attempts = 10;
 	r.llm_calls = 3;
 	r.spend[ROLE_PLAN].calls = 2;
@@ -1460,7 +1462,72 @@ START_TEST(bench_table_figures)
 	ck_assert_double_eq(num(b, "median_speedup"), 1.0);
 	ck_assert(json_is_null(json_object_get(b, "success_rate_kernelbench")));
 	ck_assert(json_is_null(json_object_get(b, "fast_1_kernelbench")));
+	/* a bench that did not ask for the compiled baseline has none */
+	ck_assert(json_is_null(json_object_get(a, "fast_1_compile")));
+	ck_assert(json_is_null(json_object_get(a, "problems_compile")));
+	ck_assert(json_is_null(json_object_get(b, "geomean_speedup_compile")));
 	json_decref(t);
+}
+END_TEST
+
+/* With --baseline compile: the figures against the compiled reference,
+ * over the problems whose compiled baseline could be had. */
+START_TEST(bench_table_compile)
+{
+	/* level 1, stark: eager best 2.0 vs compile 1.2; 3.0 vs 0.8 (compiled
+	 * faster than the candidate); 1.5 with the compiled baseline
+	 * unavailable; no correct candidate (compiled baseline measured or
+	 * not: 1.0); 4.0 vs 2.5.  level 2, stark: unavailable only. */
+	struct bench_run runs[6] = {
+	    table_run(1, POLICY_STARK, 2.0, -1, NAN), table_run(1, POLICY_STARK, 3.0, -1, NAN),
+	    table_run(1, POLICY_STARK, 1.5, -1, NAN), table_run(1, POLICY_STARK, NAN, -1, NAN),
+	    table_run(1, POLICY_STARK, 4.0, -1, NAN), table_run(2, POLICY_STARK, 1.1, -1, NAN)};
+	const double comp[6] = {1.2, 0.8, NAN, NAN, 2.5, NAN};
+	const int state[6] = {1, 1, 0, -1, 1, 0};
+	json_t *t, *a, *b, *p;
+
+	for (size_t i = 0; i < 6; i++) {
+		runs[i].compile_asked = true;
+		runs[i].compile_state = state[i];
+		runs[i].best_compile = comp[i];
+		if (!state[i])
+			snprintf(runs[i].compile_why, sizeof(runs[i].compile_why),
+				 "torch.compile failed: BackendCompilerFailed");
+	}
+	t = bench_table(runs, 6);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_uint_eq(json_array_size(t), 2);
+	a = json_array_get(t, 0);
+	b = json_array_get(t, 1);
+	/* the eager figures are those of the eager table */
+	ck_assert_int_eq(jr_i64(a, "problems", 0), 5);
+	ck_assert_double_eq_tol(num(a, "fast_1"), 0.8, 1e-12);
+	ck_assert_double_eq_tol(num(a, "mean_speedup"), 2.3, 1e-12); /* (2+3+1.5+1+4)/5 */
+	/* against torch.compile: 4 problems (1.2, 0.8, 1.0, 2.5), one unavailable */
+	ck_assert_int_eq(jr_i64(a, "problems_compile", -1), 4);
+	ck_assert_int_eq(jr_i64(a, "compile_unavailable", -1), 1);
+	ck_assert_double_eq_tol(num(a, "fast_1_compile"), 0.5, 1e-12);	 /* 1.2 and 2.5 */
+	ck_assert_double_eq_tol(num(a, "fast_1_5_compile"), 0.25, 1e-12); /* 2.5 */
+	ck_assert_double_eq_tol(num(a, "fast_2_compile"), 0.25, 1e-12);
+	ck_assert_double_eq_tol(num(a, "mean_speedup_compile"), 1.375, 1e-12); /* 5.5/4 */
+	ck_assert_double_eq_tol(num(a, "geomean_speedup_compile"), pow(1.2 * 0.8 * 2.5, 0.25),
+				1e-12);
+	ck_assert_double_eq_tol(num(a, "median_speedup_compile"), 1.1, 1e-12); /* (1+1.2)/2 */
+	/* a row whose every compiled baseline was unavailable: no problem left */
+	ck_assert_int_eq(jr_i64(b, "problems_compile", -1), 0);
+	ck_assert_int_eq(jr_i64(b, "compile_unavailable", -1), 1);
+	ck_assert_double_eq(num(b, "fast_1_compile"), 0);
+	ck_assert_double_eq(num(b, "geomean_speedup_compile"), 1.0);
+	json_decref(t);
+	/* the problem rows carry each one's best and why it had none */
+	p = bench_problems(runs, 6);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_double_eq_tol(num(json_array_get(p, 0), "best_speedup_compile"), 1.2, 1e-12);
+	ck_assert(json_is_null(json_object_get(json_array_get(p, 0), "baseline_compile_error")));
+	ck_assert(json_is_null(json_object_get(json_array_get(p, 2), "best_speedup_compile")));
+	ck_assert_str_eq(jr_str(json_array_get(p, 2), "baseline_compile_error", ""),
+			 "torch.compile failed: BackendCompilerFailed");
+	json_decref(p);
 }
 END_TEST
 
@@ -1492,6 +1559,7 @@ static Suite *engine_suite(void)
 	tcase_add_test(d, steps_interleaved_equal_alone);
 	tcase_add_test(p, route_rules);
 	tcase_add_test(j, bench_table_figures);
+	tcase_add_test(j, bench_table_compile);
 	suite_add_tcase(s, j);
 	suite_add_tcase(s, p);
 	suite_add_tcase(s, d);

@@ -235,11 +235,12 @@ START_TEST(request_dict)
 	fill_request(&rq, "p\xc3\xa9", "s");
 	rq.stage = PROTO_STAGE_RUN;
 	expect_eval(&rq, "sorted(req)",
-		    "['atol16', 'atol32', 'build_dir', 'cache_dir', 'device', 'format', 'host_mem_mib', 'id', 'jit_exec', "
+		    "['atol16', 'atol32', 'baseline', 'build_dir', 'cache_dir', 'device', 'format', "
+		    "'host_mem_mib', 'id', 'jit_exec', "
 		    "'l2_flush', 'language', 'max_reps', 'max_time_ms', 'min_reps', 'placements', "
-		    "'precision', 'problem_name', 'problem_src', 'rtol16', 'rtol32', 'solution_name', "
-		    "'solution_src', 'stage', 'target_rse', 'timing', 'trials', 'verdict', 'wall_ms', "
-		    "'warmup']");
+		    "'precision', 'problem_name', 'problem_src', 'rtol16', 'rtol32', 'run_exec', "
+		    "'solution_name', 'solution_src', 'stage', 'target_rse', 'timing', 'trials', "
+		    "'verdict', 'wall_ms', 'warmup']");
 	expect_eval(&rq, "'seed' in req or any(str(0x5eed5eed5eed) in repr(v) for v in req.values())",
 		    "False");
 	expect_eval(&rq, "(req['stage'], req['trials'], req['timing'], req['device'])",
@@ -247,7 +248,58 @@ START_TEST(request_dict)
 	expect_eval(&rq, "req['problem_src']", "b'p\\xc3\\xa9'");
 	expect_eval(&rq, "(req['atol32'], req['rtol16'], req['wall_ms'])", "(0.0001, 0.01, 600000)");
 	expect_eval(&rq, "repr(req['verdict'])", "''"); /* not set: stark decides */
+	/* not set: eager, and no exec in the run jail */
+	expect_eval(&rq, "(req['baseline'], req['jit_exec'], req['run_exec'])",
+		    "('eager', False, False)");
+	rq.baseline = strdup("compile");
+	expect_eval(&rq, "(req['baseline'], req['jit_exec'], req['run_exec'])",
+		    "('compile', False, True)");
 	proto_request_release(&rq);
+}
+END_TEST
+
+/* The compiled reference's loose check of its outputs against the eager
+ * ones (stark_compiled.compare_loosely), and what inductor may execute. */
+START_TEST(compiled_compare)
+{
+	expect_eval(NULL,
+		    "stark_compiled.compare_loosely(torch.ones(4, 3), torch.ones(4, 3) + 1e-4)",
+		    "None");
+	/* 16-bit outputs get the looser tolerance */
+	expect_eval(NULL,
+		    "stark_compiled.compare_loosely((torch.ones(8, dtype=torch.bfloat16),), "
+		    "(torch.ones(8, dtype=torch.bfloat16) * 1.03,))",
+		    "None");
+	expect_eval(NULL,
+		    "stark_compiled.compare_loosely(torch.ones(1000), "
+		    "torch.cat([torch.ones(997), torch.full((3,), 1.5)]))",
+		    "output 0 differs from eager PyTorch's in 3 of 1000 elements beyond "
+		    "atol=rtol=0.01 (largest difference 0.5)");
+	/* NaN where eager has NaN, the same infinity: equal; a NaN of its own: not */
+	expect_eval(NULL,
+		    "stark_compiled.compare_loosely(torch.tensor([float('nan'), float('inf'), 1.0]), "
+		    "torch.tensor([float('nan'), float('inf'), 1.0]))",
+		    "None");
+	expect_eval(NULL,
+		    "stark_compiled.compare_loosely(torch.tensor([1.0, 2.0]), torch.tensor([1.0, "
+		    "float('nan')]))[:39]",
+		    "output 0 differs from eager PyTorch's i");
+	expect_eval(NULL,
+		    "stark_compiled.compare_loosely(torch.zeros(2, 3), torch.zeros(3, 2))",
+		    "output 0 is float32[3, 2], eager PyTorch's float32[2, 3]");
+	expect_eval(NULL,
+		    "stark_compiled.compare_loosely((torch.zeros(2),), (torch.zeros(2), torch.zeros(2)))",
+		    "returned 2 outputs, eager PyTorch 1");
+	expect_eval(NULL,
+		    "stark_compiled.compare_loosely(torch.arange(4), torch.arange(4) + 1)[:40]",
+		    "output 0 differs from eager PyTorch's in");
+	/* the C++ compiler and what it runs are on the list, a shell is not */
+	expect_eval(NULL,
+		    "(lambda p: (any(x.endswith(('g++', 'c++', 'clang++')) for x in p), "
+		    "any(x.endswith('cc1plus') or x in ('/usr/lib/gcc', '/usr/libexec/gcc') for x in p), "
+		    "'/bin/sh' in p, '/usr/bin/python3' in p))(stark_compiled.exec_paths({'PATH': "
+		    "'/usr/bin:/bin'}))",
+		    "(True, True, False, False)");
 }
 END_TEST
 
@@ -1812,6 +1864,7 @@ static Suite *evaluator_suite(void)
 	tcase_add_loop_test(conv, result_strict, 0, (int)ST_ARRAY_LEN(bad_results));
 	tcase_add_test(conv, result_caps_and_text);
 	tcase_add_test(conv, request_dict);
+	tcase_add_test(conv, compiled_compare);
 	suite_add_tcase(s, conv);
 
 	tcase_add_unchecked_fixture(pieces, start_python, NULL);

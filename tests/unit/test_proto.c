@@ -180,6 +180,7 @@ static const struct key rq_keys[] = {
 	{"host_mem_mib", K_UINT, false, 2048, NULL, 0},
 	{"wall_ms", K_UINT, false, 123456, NULL, 0},
 	{"verdict", K_STR, false, 0, "kernelbench", 0},
+	{"baseline", K_STR, false, 0, "compile", 0},
 };
 #define N_RQ ((int)ST_ARRAY_LEN(rq_keys))
 
@@ -216,6 +217,11 @@ static const struct key rs_keys[] = {
 	{"kb_trials_run", K_UINT, false, 5, NULL, 0},
 	{"kb_trials_passed", K_UINT, false, 5, NULL, 0},
 	{"kb_max_diff", K_F64, false, 0, NULL, 8e-5},
+	{"ref_compile_us", K_F64, false, 0, NULL, 15},
+	{"ref_compile_lo_us", K_F64, false, 0, NULL, 14},
+	{"ref_compile_hi_us", K_F64, false, 0, NULL, 16},
+	{"speedup_compile", K_F64, false, 0, NULL, 1.5},
+	{"baseline_compile_error", K_STR, false, 0, "torch.compile raised BackendCompilerFailed", 0},
 };
 #define N_RS ((int)ST_ARRAY_LEN(rs_keys))
 
@@ -422,6 +428,7 @@ static void fill_request(struct proto_request *rq)
 	rq->host_mem_mib = PROTO_HOST_MEM_MIB_MAX;
 	rq->wall_ms = PROTO_TIME_MS_MAX;
 	rq->verdict = strdup("kernelbench");
+	rq->baseline = strdup("compile");
 }
 
 static void fill_result(struct proto_result *rs)
@@ -465,6 +472,11 @@ static void fill_result(struct proto_result *rs)
 	rs->kb_trials_run = 2;
 	rs->kb_trials_passed = 1;
 	rs->kb_max_diff = 1.25e-4;
+	rs->ref_compile_us = 18.5;
+	rs->ref_compile_lo_us = 18.0;
+	rs->ref_compile_hi_us = INFINITY;
+	rs->speedup_compile = 1.48;
+	rs->baseline_compile_error = strdup("");
 }
 
 static void same_double(double a, double b, const char *what)
@@ -505,6 +517,7 @@ static void same_request(const struct proto_request *a, const struct proto_reque
 	ck_assert_uint_eq(a->host_mem_mib, b->host_mem_mib);
 	ck_assert_uint_eq(a->wall_ms, b->wall_ms);
 	ck_assert_str_eq(a->verdict ? a->verdict : "", b->verdict);
+	ck_assert_str_eq(a->baseline ? a->baseline : "", b->baseline);
 }
 
 static void same_result(const struct proto_result *a, const struct proto_result *b)
@@ -545,6 +558,12 @@ static void same_result(const struct proto_result *a, const struct proto_result 
 	ck_assert_uint_eq(a->kb_trials_run, b->kb_trials_run);
 	ck_assert_uint_eq(a->kb_trials_passed, b->kb_trials_passed);
 	same_double(a->kb_max_diff, b->kb_max_diff, "kb_max_diff");
+	same_double(a->ref_compile_us, b->ref_compile_us, "ref_compile_us");
+	same_double(a->ref_compile_lo_us, b->ref_compile_lo_us, "ref_compile_lo_us");
+	same_double(a->ref_compile_hi_us, b->ref_compile_hi_us, "ref_compile_hi_us");
+	same_double(a->speedup_compile, b->speedup_compile, "speedup_compile");
+	ck_assert_str_eq(a->baseline_compile_error ? a->baseline_compile_error : "",
+			 b->baseline_compile_error);
 }
 
 /* Frame -> body helpers for encoder output. */
@@ -699,6 +718,41 @@ START_TEST(request_language_precision)
 	rq.precision = (char *)"fp8";
 	ck_assert_int_eq(proto_request_check(&rq, err, sizeof(err)), ST_EINVAL);
 	ck_assert_msg(strstr(err, "\"precision\"") && strstr(err, "fp16"), "%s", err);
+}
+END_TEST
+
+/* "baseline": "", eager or compile; compile alone asks for the compiled
+ * reference, and with it the run jail allows exec whatever the language. */
+START_TEST(request_baseline)
+{
+	struct proto_request rq;
+	char err[256];
+
+	proto_request_init(&rq);
+	rq.id = (char *)"x";
+	rq.device = (char *)"cpu";
+	rq.format = (char *)"kernelbench";
+	rq.problem_src = (char *)"p";
+	rq.solution_src = (char *)"import torch\n";
+	ck_assert(!proto_request_baseline_compile(&rq) && !proto_request_run_exec(&rq));
+	for (size_t i = 0; proto_baselines[i]; i++) {
+		rq.baseline = (char *)proto_baselines[i];
+		ck_assert_int_eq(proto_request_check(&rq, err, sizeof(err)), 0);
+	}
+	rq.baseline = (char *)"eager";
+	ck_assert(!proto_request_baseline_compile(&rq) && !proto_request_run_exec(&rq));
+	rq.baseline = (char *)"compile";
+	ck_assert(proto_request_baseline_compile(&rq) && proto_request_run_exec(&rq));
+	ck_assert(!proto_request_jit_exec(&rq)); /* the candidate's language still says no */
+	rq.language = (char *)"cuda";
+	ck_assert(proto_request_run_exec(&rq));
+	rq.baseline = (char *)"";
+	rq.language = (char *)"triton";
+	ck_assert(proto_request_run_exec(&rq) && !proto_request_baseline_compile(&rq));
+	rq.baseline = (char *)"max-autotune";
+	ck_assert_int_eq(proto_request_check(&rq, err, sizeof(err)), ST_EINVAL);
+	ck_assert_msg(strstr(err, "\"baseline\"") && strstr(err, "eager or compile"), "%s", err);
+	ck_assert(!proto_request_baseline_compile(&rq));
 }
 END_TEST
 
@@ -1998,6 +2052,7 @@ static Suite *proto_suite(void)
 	tcase_add_test(tc, request_round_trip);
 	tcase_add_test(tc, request_jit_exec);
 	tcase_add_test(tc, request_language_precision);
+	tcase_add_test(tc, request_baseline);
 	tcase_add_test(tc, result_round_trip);
 	tcase_add_test(tc, nan_round_trip);
 	tcase_add_test(tc, request_defaults);
