@@ -57,7 +57,7 @@ import stark_wire as W
 from stark_referee_baseline import Baseline
 from stark_referee_build import Builds
 from stark_referee_checks import Checks
-from stark_referee_common import LIMITS, Verdict, cut, derive, dict_field, int_field, number
+from stark_referee_common import LIMITS, Verdict, cut, derive, dict_field, fmt_us, int_field, number
 from stark_referee_compare import Comparison
 from stark_referee_data import DataPath
 from stark_referee_lock import LOCK_FD, GpuLock, lock_usable
@@ -67,16 +67,6 @@ from stark_referee_verdicts import Verdicts
 from stark_referee_workers import Workers
 
 DEADLINE_MARGIN_S = 0.5       # left to report after the last wait
-
-
-def _fmt_us(us):
-    if us != us:
-        return "n/a"
-    if us >= 1e6:
-        return "%.3g s" % (us / 1e6)
-    if us >= 1e3:
-        return "%.4g ms" % (us / 1e3)
-    return "%.4g us" % us
 
 
 # -- zygote support ----------------------------------------------------------
@@ -508,9 +498,9 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
             npl = r["env"].get("timing_placements", "1")
             msg += ("; candidate %s [%s, %s], reference %s [%s, %s] (median, 95%% CI, "
                     "%d timed calls each%s): speedup %.3gx" % (
-                        _fmt_us(r["runtime_us"]), _fmt_us(r["runtime_lo_us"]),
-                        _fmt_us(r["runtime_hi_us"]), _fmt_us(r["ref_runtime_us"]),
-                        _fmt_us(r["ref_lo_us"]), _fmt_us(r["ref_hi_us"]), r["reps"],
+                        fmt_us(r["runtime_us"]), fmt_us(r["runtime_lo_us"]),
+                        fmt_us(r["runtime_hi_us"]), fmt_us(r["ref_runtime_us"]),
+                        fmt_us(r["ref_lo_us"]), fmt_us(r["ref_hi_us"]), r["reps"],
                         "" if npl == "1" else ", on the fastest of %s placements%s" % (
                             npl, "" if "timing_scanned" not in r["env"] else
                             " kept from %s scanned" % r["env"]["timing_scanned"]),

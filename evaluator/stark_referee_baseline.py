@@ -45,7 +45,7 @@ import _stark
 import stark_compiled
 import stark_triton
 import stark_wire as W
-from stark_referee_common import Verdict, cut, derive, number
+from stark_referee_common import Verdict, cut, derive, fmt_us, number
 from stark_referee_readings import claims_from, median_ci, placement_adjusted
 from stark_referee_workers import Stopped
 
@@ -319,7 +319,7 @@ class Baseline:
         r = self.res
         if "speedup_compile" in r:
             return "; against torch.compile: reference %s, speedup %.3gx" % (
-                _fmt(r["ref_compile_us"]), r["speedup_compile"])
+                fmt_us(r["ref_compile_us"]), r["speedup_compile"])
         if self.wants_compiled() and self.baseline_error:
             return "; no compiled baseline: %s" % cut(self.baseline_error, 300)
         return ""
@@ -331,12 +331,3 @@ class Baseline:
         except OSError as e:
             raise self.restrict_failed(e)
 
-
-def _fmt(us):
-    if us != us:
-        return "n/a"
-    if us >= 1e6:
-        return "%.3g s" % (us / 1e6)
-    if us >= 1e3:
-        return "%.4g ms" % (us / 1e3)
-    return "%.4g us" % us

@@ -62,3 +62,14 @@ def dict_field(d, k):
     """d[k] when d is a dict and that is a dict, else an empty dict."""
     v = d.get(k) if isinstance(d, dict) else None
     return v if isinstance(v, dict) else {}
+
+
+def fmt_us(us):
+    """Microseconds in words: us, ms or s, 4 significant figures; n/a for NaN."""
+    if us != us:
+        return "n/a"
+    if us >= 1e6:
+        return "%.3g s" % (us / 1e6)
+    if us >= 1e3:
+        return "%.4g ms" % (us / 1e3)
+    return "%.4g us" % us
