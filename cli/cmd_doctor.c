@@ -15,8 +15,10 @@
  *     Where a check fails there, the probe runs again outside the jail: a
  *     piece that is only outside is one STARK_SANDBOX_BINDS must name.
  *     It also lists the kernel languages the device can judge (stark_lang:
- *     the Python packages and headers each needs); for Triton, the run
- *     jail's Landlock is checked here, outside the jail.
+ *     the Python packages and headers each needs) and the baselines the
+ *     reference can be timed as (torch.compile and what inductor needs);
+ *     for Triton and torch.compile, the run jail's Landlock is checked
+ *     here, outside the jail.
  *
  * Exit status: 0 when everything the device's formats need is there, 1
  * when something is missing, 2 usage, 3 when the probe could not run.
@@ -128,20 +130,38 @@ static void gpu_checks(json_t *out, const char *device)
 					 "every cuda format"));
 }
 
-/* Reads the child's stdout until EOF or the deadline. */
-static int read_all(int fd, struct dbuf *out, uint64_t deadline_ns)
+/*
+ * Reads the child's stdout until EOF or the deadline, serving the jail
+ * meanwhile (sandbox_child_fd: a forbidden call's report, the limits): a
+ * probe stopped on a denied call is killed and its pipe closes, rather than
+ * waiting on an answer nobody gives.
+ */
+static int read_all(int fd, struct sandbox_child *child, struct dbuf *out, uint64_t deadline_ns)
 {
 	char buf[65536];
 
 	for (;;) {
-		struct pollfd pfd = {fd, POLLIN, 0};
+		struct pollfd pfd[2] = {{fd, POLLIN, 0}, {sandbox_child_fd(child), POLLIN, 0}};
 		uint64_t now = clock_mono_ns();
+		struct sandbox_exit ex;
 		ssize_t r;
+		int n;
 
 		if (now >= deadline_ns)
 			return ST_ETIMEDOUT;
-		if (poll(&pfd, 1, (int)((deadline_ns - now) / 1000000 + 1)) < 0 && errno != EINTR)
+		n = poll(pfd, pfd[1].fd >= 0 ? 2 : 1, (int)((deadline_ns - now) / 1000000 + 1));
+		if (n < 0 && errno != EINTR)
 			return ST_ESYS;
+		if (n <= 0)
+			continue;
+		if (pfd[1].revents) {
+			int w = sandbox_wait(child, 0, &ex);
+
+			if (w && w != ST_ETIMEDOUT)
+				return w;
+		}
+		if (!pfd[0].revents)
+			continue;
 		r = read(fd, buf, sizeof(buf));
 		if (r < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
@@ -193,7 +213,7 @@ int cli_evaluator_probe(const char *device, enum sandbox_stage stage, const stru
 		snprintf(err, errlen, "the probe could not start: %s", stark_strerror(rc));
 		goto out;
 	}
-	rc = read_all(p[0], &out, clock_mono_ns() + wall_ms * 1000000ull);
+	rc = read_all(p[0], child, &out, clock_mono_ns() + wall_ms * 1000000ull);
 	if (rc)
 		sandbox_kill(child);
 	if (sandbox_wait(child, -1, &ex) == 0 && !rc && (ex.how != SANDBOX_EXITED || ex.code != 0)) {
@@ -250,43 +270,46 @@ static void bind_hints(json_t *jailed, const json_t *host)
 }
 
 /*
- * The kernel languages (the probe's "languages"), with what the jail adds:
- * Triton's JIT execs its tools in the run jail, which needs Landlock to
- * restrict what may run there (sandbox_restrict_exec).  These never change
- * the exit status: CUDA alone is what a device needs.
+ * The kernel languages and baselines (the probe's "languages" and
+ * "baselines"), with what the jail adds: Triton's JIT, and inductor under
+ * --baseline compile, exec their tools in the run jail, which needs
+ * Landlock to restrict what may run there (sandbox_restrict_exec).  These
+ * never change the exit status: CUDA alone is what a device needs.
  */
-static void language_checks(json_t *langs, const char *device)
+static void exec_jail_checks(json_t *list, const char *key, const char *needs)
 {
 	int abi = sandbox_landlock_abi();
 	size_t i;
 	json_t *l;
 
-	json_array_foreach(langs, i, l) {
-		const char *lang = json_string_value(json_object_get(l, "language"));
+	json_array_foreach(list, i, l) {
+		const char *what = json_string_value(json_object_get(l, key));
 		char detail[700];
 
-		if (!lang || strcmp(lang, "triton") || !json_is_true(json_object_get(l, "ok")) || abi > 0)
+		if (!what || strcmp(what, needs) || !json_is_true(json_object_get(l, "ok")) || abi > 0)
 			continue;
 		snprintf(detail, sizeof(detail),
-			 "this kernel has no Landlock, which the run jail needs to restrict what Triton's JIT may execute: boot with landlock in lsm= (Linux 5.13 or later), or judge Triton with --sandbox none --insecure-sandbox");
+			 "this kernel has no Landlock, which the run jail needs to restrict what %s may execute: boot with landlock in lsm= (Linux 5.13 or later), or use --sandbox none --insecure-sandbox",
+			 strcmp(key, "language") ? "torch.compile" : "Triton's JIT");
 		json_object_set_new(l, "ok", json_false());
 		json_object_set_new(l, "detail", json_string(detail));
 	}
-	(void)device;
 }
 
-static void print_languages(const json_t *langs)
+/* One section of named entries, each ok or absent with its detail. */
+static void print_list(const json_t *list, const char *title, const char *key)
 {
 	size_t i;
 	json_t *l;
 
-	if (!json_array_size(langs))
+	if (!json_array_size(list))
 		return;
-	printf("kernel languages (--language; none is needed for the exit status):\n");
-	json_array_foreach(langs, i, l) {
+	printf("%s\n", title);
+	json_array_foreach(list, i, l) {
 		bool ok = json_is_true(json_object_get(l, "ok"));
+		const char *name = json_string_value(json_object_get(l, "name"));
 
-		printf("  %-7s %-26s %s\n", ok ? "ok" : "absent", json_string_value(json_object_get(l, "name")),
+		printf("  %-7s %-26s %s\n", ok ? "ok" : "absent", name ? name : json_string_value(json_object_get(l, key)),
 		       json_string_value(json_object_get(l, "detail")));
 	}
 }
@@ -401,16 +424,20 @@ int cmd_doctor(int argc, char **argv)
 	toolchain = json_string_value(json_object_get(report, "toolchain"));
 	if (!json_is_array(json_object_get(report, "languages")))
 		json_object_set_new(report, "languages", json_array());
-	language_checks(json_object_get(report, "languages"), a.device);
+	if (!json_is_array(json_object_get(report, "baselines")))
+		json_object_set_new(report, "baselines", json_array());
+	exec_jail_checks(json_object_get(report, "languages"), "language", "triton");
+	exec_jail_checks(json_object_get(report, "baselines"), "baseline", "compile");
 	if (a.json) {
 		bool all = true;
 
 		json_array_foreach(checks, i, c)
 			all &= json_is_true(json_object_get(c, "ok"));
-		json_t *o = json_pack("{s:s, s:b, s:s, s:O, s:O, s:O, s:s?}", "device", a.device, "ok",
+		json_t *o = json_pack("{s:s, s:b, s:s, s:O, s:O, s:O, s:O, s:s?}", "device", a.device, "ok",
 				      all, "probed", where, "checks", checks, "formats",
 				      json_object_get(report, "formats"), "languages",
-				      json_object_get(report, "languages"), "toolchain", toolchain);
+				      json_object_get(report, "languages"), "baselines",
+				      json_object_get(report, "baselines"), "toolchain", toolchain);
 
 		if (!o || json_dumpf(o, stdout, JSON_INDENT(2) | JSON_SORT_KEYS) || fputc('\n', stdout) == EOF) {
 			json_decref(o);
@@ -421,7 +448,10 @@ int cmd_doctor(int argc, char **argv)
 		rc = all ? CLI_OK : CLI_NEGATIVE;
 	} else {
 		rc = print_human(a.device, checks, where, toolchain);
-		print_languages(json_object_get(report, "languages"));
+		print_list(json_object_get(report, "languages"),
+			   "kernel languages (--language; none is needed for the exit status):", "language");
+		print_list(json_object_get(report, "baselines"),
+			   "baselines (--baseline; none is needed for the exit status):", "baseline");
 	}
 	if (fflush(stdout) == EOF)
 		rc = CLI_FAILURE;

@@ -496,7 +496,7 @@ def report(device):
         fp, desc, versions = None, "unknown (%s)" % e, {}
     return {"device": device, "checks": out, "toolchain": desc, "toolchain_id": fp,
             "formats": list(formats(device)), "versions": versions,
-            "languages": languages(device)}
+            "languages": languages(device), "baselines": baselines(device)}
 
 
 def languages(device):
@@ -507,6 +507,36 @@ def languages(device):
     for lang, lack in stark_lang.languages(device).items():
         out.append({"language": lang, "name": stark_lang.NAMES[lang], "ok": lack is None,
                     "detail": "can be judged" if lack is None else lack})
+    return out
+
+
+def baselines(device):
+    """What the reference can be timed as (--baseline): eager always;
+    compile where torch has torch.compile and inductor has what it
+    generates code for on the device (Triton on a GPU, a C++ compiler on
+    the CPU).  The run jail's Landlock is checked by stark doctor itself."""
+    out = [{"baseline": "eager", "ok": True, "detail": "the reference as written"}]
+    try:
+        import stark_compiled
+        why = stark_compiled.available()
+        if why is None and device.startswith("cuda"):
+            try:
+                import triton
+                detail = "torch %s, triton %s (inductor's GPU kernels)" % (
+                    stark_compiled.torch.__version__, triton.__version__)
+            except Exception as e:
+                why = ("inductor writes a GPU's kernels in Triton, which is not importable "
+                       "(%s: %s)" % (type(e).__name__, e))
+        elif why is None:
+            cxx = stark_compiled._cxx(os.environ)
+            detail = "torch %s, C++ compiler %s (inductor's CPU kernels)" % (
+                stark_compiled.torch.__version__, cxx)
+            if not cxx:
+                why = "inductor compiles a CPU's kernels with a C++ compiler: none on PATH"
+    except Exception as e:
+        why = "torch is not importable (%s: %s)" % (type(e).__name__, e)
+    out.append({"baseline": "compile", "ok": why is None,
+                "detail": detail if why is None else why})
     return out
 
 

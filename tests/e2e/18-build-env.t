@@ -112,6 +112,31 @@ rc=$?
 check "stark doctor on this machine: everything cpu needs (exit $rc)" $? "$(cat "$T/doc.txt")"
 sed 's/^/# /' "$T/doc.txt"
 
+# A probe stopped by the jail (a call the compile jail forbids) is reported,
+# not waited on: the evaluator stand-in opens an inet socket, then prints a
+# report; stark doctor names the call and probes again outside the jail.
+cat >"$T/ev.c" <<'EOF'
+#include <stdio.h>
+#include <sys/socket.h>
+int main(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	printf("{\"checks\": [{\"name\": \"python\", \"ok\": true, \"detail\": \"stand-in %s\", \"fix\": \"\"}],"
+	       " \"formats\": [\"kernelbench\"], \"languages\": [], \"baselines\": [], \"toolchain\": \"stand-in\"}\n",
+	       s >= 0 ? "socket" : "nosocket");
+	return 0;
+}
+EOF
+if cc -o "$T/ev" "$T/ev.c" 2>"$T/cc.txt"; then
+	STARK_EVALUATOR=$T/ev timeout 60 "$STARK" doctor >"$T/doc.txt" 2>&1
+	rc=$?
+	[ "$rc" -eq 0 ] && grep -q "outside any jail (in the compile jail: .*seccomp: syscall socket)" "$T/doc.txt" &&
+		grep -q "stand-in socket" "$T/doc.txt"
+	check "a probe the jail stops is reported with the call, then run outside (exit $rc)" $? "$(cat "$T/doc.txt")"
+else
+	check "the probe stand-in compiles" 1 "$(cat "$T/cc.txt")"
+fi
+
 
 # The candidate's own compile error is remembered, for its toolchain only.
 cat >"$T/broken.py" <<'EOF'

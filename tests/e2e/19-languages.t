@@ -178,6 +178,14 @@ if "$STARK" doctor --json >"$T/doc.json" 2>"$T/err.txt" || [ $? -eq 1 ]; then
 	else
 		not_ok "stark doctor's languages" "$(head -c 600 "$T/doc.json")"
 	fi
+	# The baselines: eager always; compile exactly where this torch has
+	# torch.compile (a C++ compiler is here), and why not where it has not.
+	has=$("$PY" -c 'import torch; print(callable(getattr(torch, "compile", None)))')
+	if [ "$(json "$T/doc.json" '[b["baseline"] for b in j["baselines"]] == ["eager", "compile"] and j["baselines"][0]["ok"] is True and str(j["baselines"][1]["ok"]) == "'"$has"'" and (j["baselines"][1]["ok"] or "has no torch.compile" in j["baselines"][1]["detail"])')" = True ]; then
+		ok "stark doctor lists the baselines (compile: $has, as torch.compile here)"
+	else
+		not_ok "stark doctor's baselines (torch.compile here: $has)" "$(json "$T/doc.json" 'j.get("baselines")' | head -c 600)"
+	fi
 else
 	not_ok "stark doctor ran" "$(tail -c 300 "$T/err.txt")"
 fi
