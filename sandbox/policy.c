@@ -300,6 +300,8 @@ static const struct {
     {"getresuid", A, A, A, "identity"},
     {"getresgid", A, A, A, "identity"},
     {"getgroups", A, A, A, "identity"},
+    {"setfsuid", A, A, A, "ncurses opens terminfo with its own ids (import readline, pdb); without capabilities no other id is taken"},
+    {"setfsgid", A, A, A, "as setfsuid"},
     {"getpgrp", A, A, A, "process groups"},
     {"getpgid", A, A, A, "process groups"},
     {"setpgid", A, A, A, "process groups (ninja, make)"},

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1006,7 +1007,7 @@ END_TEST
 /* ---- function mode: sandbox_spawn_fn ---- */
 
 /* What the jailed function does; it prints what it finds on fd 1. */
-enum fn_act { FN_ROOT, FN_EXEC, FN_SOCKET, FN_SPIN, FN_EXIT7, FN_STATE, FN_JIT };
+enum fn_act { FN_ROOT, FN_EXEC, FN_SOCKET, FN_SPIN, FN_EXIT7, FN_STATE, FN_JIT, FN_FSUID, FN_FSUID_NARROWED };
 
 /* fork, execve, wait: the exit status, or 1000 + the errno of a failed
  * execve (reported by the child's exit code). */
@@ -1104,6 +1105,23 @@ static int fn_body(void *arg)
 		break;
 	case FN_JIT:
 		fn_jit();
+		break;
+	case FN_FSUID_NARROWED:
+	case FN_FSUID:
+		/* What ncurses does to open terminfo (import readline, pdb): the
+		 * filesystem ids set to the real ones and back (in the run jail
+		 * narrowed, as a candidate's worker is); without capabilities,
+		 * another id is not taken (setfsuid answers the previous one, -1
+		 * asks). */
+		if (act == FN_FSUID_NARROWED && sandbox_narrow() < 0) {
+			printf("narrow failed\n");
+			break;
+		}
+		setfsuid(getuid());
+		setfsgid(getgid());
+		setfsuid(getuid() + 4242);
+		printf("fsuid %s fsgid %s\n", setfsuid((uid_t)-1) == (int)getuid() ? "kept" : "changed",
+		       setfsgid((gid_t)-1) == (int)getgid() ? "kept" : "changed");
 		break;
 	case FN_SOCKET:
 		socket(AF_INET, SOCK_STREAM, 0);
@@ -1224,6 +1242,19 @@ START_TEST(fn_seccomp_names_the_call)
 	assert_seccomp("socket");
 	run_fn(SANDBOX_COMPILE, NULL, FN_SOCKET);
 	assert_seccomp("socket");
+}
+END_TEST
+
+/* The filesystem ids: setting them to one's own is allowed in every jail
+ * (ncurses does it), and changes nothing. */
+START_TEST(fn_fsuid_allowed_and_inert)
+{
+	run_fn(SANDBOX_RUN, NULL, FN_FSUID_NARROWED);
+	assert_exit(0);
+	ck_assert_str_eq(R.out, "fsuid kept fsgid kept\n");
+	run_fn(SANDBOX_COMPILE, NULL, FN_FSUID);
+	assert_exit(0);
+	ck_assert_str_eq(R.out, "fsuid kept fsgid kept\n");
 }
 END_TEST
 
@@ -1361,6 +1392,7 @@ static Suite *suite(void)
 	tcase_add_test(t, fn_cannot_exec);
 	tcase_add_test(t, fn_run_exec_landlock);
 	tcase_add_test(t, fn_seccomp_names_the_call);
+	tcase_add_test(t, fn_fsuid_allowed_and_inert);
 	tcase_add_test(t, fn_deadline_kills_the_tree);
 	tcase_add_test(t, fn_exit_code);
 	tcase_add_test(t, fn_fds_env_signals);
