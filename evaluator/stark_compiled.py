@@ -113,8 +113,9 @@ def _cxx(environ):
 def exec_paths(environ=None):
     """The files inductor may execute: everything Triton's JIT may
     (stark_triton.exec_paths: ptxas, the C compiler and its programs, the
-    ELF interpreter; inductor's GPU kernels are Triton's), and the C++
-    compiler with the programs it reports it runs (cc1plus)."""
+    ELF interpreter; inductor's GPU kernels are Triton's), the C++
+    compiler with the programs it reports it runs (cc1plus), nvcc (asked
+    its version) and the ptxas a torch wheel ships."""
     environ = os.environ if environ is None else environ
     out = list(stark_triton.exec_paths(environ))
     cxx = _cxx(environ)
@@ -122,6 +123,19 @@ def exec_paths(environ=None):
         extra = [cxx] + stark_triton.script_execs(cxx, environ)
         extra += stark_triton.asks_compiler(cxx, ("cc1plus",) + stark_triton.DRIVER_PROGS)
         out += [p for p in extra if p not in out]
+    # Inductor runs `nvcc --version` for every graph it compiles (for a
+    # comment in its repro text, torch 2.11) and copes only with an nvcc
+    # that is missing: one that is there must be allowed to run.  Nothing
+    # else runs for that; nvcc's own compilers (cicc) stay out.
+    nvcc = shutil.which("nvcc", path=environ.get("PATH") or "/usr/bin:/bin")
+    if nvcc:
+        extra = [nvcc] + stark_triton.script_execs(nvcc, environ)
+        out += [p for p in extra if p not in out]
+    # Wheels built for a newer CUDA than Triton's ship their own ptxas, and
+    # inductor points Triton at it (torch 2.11 +cu130: torch/bin/ptxas).
+    ptxas = os.path.join(os.path.dirname(torch.__file__), "bin", "ptxas")
+    if os.path.isfile(ptxas) and ptxas not in out:
+        out.append(ptxas)
     return out
 
 

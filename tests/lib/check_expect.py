@@ -57,6 +57,8 @@ import os
 import re
 import subprocess
 import sys
+import threading
+import time
 
 EVAL_TIMEOUT_S = 900
 BOUND_KEYS = ("max_speedup", "min_runtime_us", "same_speed_as", "not_faster_than")
@@ -151,29 +153,37 @@ class Runner:
             self.prefetch_keys([k for k in keys if (k in self.untimed) == untimed])
 
     def prefetch_keys(self, keys):
+        """One batch; each result as it comes, with a TAP comment line (a
+        run cut short still shows which rows were judged, and how)."""
         if not keys:
             return
         lines = "".join("%s %s\n" % (os.path.join(os.path.dirname(k), "problem.py"), k) for k in keys)
-        try:
-            p = subprocess.run([self.stark, "eval", "--batch", "-"] + self.options(keys[0]),
-                               input=lines.encode(),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               timeout=EVAL_TIMEOUT_S * len(keys))
-            out, err, rc = p.stdout, p.stderr, p.returncode
-        except subprocess.TimeoutExpired as e:
-            out, err, rc = e.stdout or b"", e.stderr or b"", None
-        got = []
-        for line in out.decode(errors="replace").splitlines():
+        jobs = os.environ.get("STARK_EXPECT_JOBS")
+        cmd = [self.stark, "eval", "--batch", "-"] + (["--jobs", jobs] if jobs else [])
+        t0 = time.monotonic()
+        p = subprocess.Popen(cmd + self.options(keys[0]), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        p.stdin.write(lines.encode())
+        p.stdin.close()
+        got = 0
+        watchdog = threading.Timer(EVAL_TIMEOUT_S * len(keys), p.kill)
+        watchdog.start()
+        for line in p.stdout:
             try:
                 obj = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(obj, dict):
-                got.append(obj)
-        for i, k in enumerate(keys):
-            if i < len(got) and got[i].get("solution") == k:
-                self.results[k] = (got[i], [])
+            if not isinstance(obj, dict):
+                continue
+            if got < len(keys) and obj.get("solution") == keys[got]:
+                self.results[keys[got]] = (obj, [])
+                print("# judged %d/%d at %.0f s: %s -> %s" % (got + 1, len(keys), time.monotonic() - t0,
+                                                          keys[got], obj.get("status")), flush=True)
             # A missing or out-of-order line: that row falls back to its own process.
+            got += 1
+        watchdog.cancel()
+        p.kill()
+        p.wait()
 
     def evaluate(self, row):
         key = row.path

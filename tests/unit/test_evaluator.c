@@ -300,6 +300,12 @@ START_TEST(compiled_compare)
 		    "'/bin/sh' in p, '/usr/bin/python3' in p))(stark_compiled.exec_paths({'PATH': "
 		    "'/usr/bin:/bin'}))",
 		    "(True, True, False, False)");
+	/* and the nvcc PATH finds (inductor asks its version) */
+	expect_eval(NULL,
+		    "(lambda d: (open(d + '/nvcc', 'w').close(), __import__('os').chmod(d + '/nvcc', 0o755), "
+		    "d + '/nvcc' in stark_compiled.exec_paths({'PATH': d + ':/usr/bin:/bin'}), "
+		    "__import__('shutil').rmtree(d))[2])(__import__('tempfile').mkdtemp())",
+		    "True");
 }
 END_TEST
 
