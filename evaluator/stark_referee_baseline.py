@@ -259,7 +259,7 @@ class Baseline:
         if self.cuda:
             with Stopped(self.cand):
                 fl = self.command(self.ref, W.FLUSH,
-                                  {"spin_us": self.spin_us,
+                                  {"spin_us": self.spin_for("ref"),
                                    "flush": bool(self.req.get("l2_flush", True))},
                                   "an L2 flush (%s)" % what)
             if isinstance(fl, dict) and type(fl.get("spin_us")) is int and fl["spin_us"] > 0:

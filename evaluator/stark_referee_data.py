@@ -237,7 +237,7 @@ class DataPath:
             if timed and self.cuda:
                 with Stopped(self.cand):
                     fl = self.command(self.ref, W.FLUSH,
-                                      {"spin_us": self.spin_us,
+                                      {"spin_us": self.spin_for(role),
                                        "flush": bool(self.req.get("l2_flush", True))},
                                       "an L2 flush (%s)" % what)
                 t = self.spend("flush", t)

@@ -61,8 +61,14 @@ def jit_new(reply):
 # it grows with the reference's host time; the candidate's own host time
 # moves it only up to SPIN_CAND_US, since host work done during the spin
 # goes unseen (docs/METHOD.md, known gaps): a candidate cannot buy itself a longer
-# blind spot by launching slowly.  Calls whose launching outlasted their
-# spin are counted (env timing_spin_short).
+# blind spot by launching slowly.  Each model's calls then queue behind no
+# more of that spin than its own launching needs (spin_for): a spin that
+# outlasts a call's work by milliseconds is cut by the GPU's timeslicing
+# between contexts, and the call's guard event then waits for the spin's
+# context to yield again.  On the H100 a one-kernel pointer chase (57 us)
+# behind the 5-6 ms spin its 200-launch reference needed read 2428 us, all
+# of it charged as work off its stream.  Calls whose launching outlasted
+# their spin are counted (env timing_spin_short).
 SPIN_START_US = 400
 SPIN_MIN_US = 100
 SPIN_CAP_US = 50000
@@ -119,6 +125,18 @@ class Timing:
                 for r, v in self.launch_us.items() if v}
         spin = max(need.get("ref", 0.0), min(need.get("cand", 0.0), SPIN_CAND_US))
         self.spin_us = int(min(max(spin, SPIN_MIN_US), SPIN_CAP_US))
+        self.spin_need = need
+
+    def spin_for(self, role):
+        """The spin a timed call of `role` queues behind: the shared spin
+        (spin_us), cut to what the model's own launching needs once that is
+        known, so that neither model waits behind a spin far longer than
+        its launching.  Never longer than spin_us: a slow launcher gains
+        no longer blind spot."""
+        need = self.spin_need.get(role)
+        if need is None:
+            return self.spin_us
+        return int(min(self.spin_us, max(need, SPIN_MIN_US)))
 
     def call(self, w, what, kind=None, args=None, net=False):
         """Runs forward on the worker's inputs; returns (elapsed ns as seen
