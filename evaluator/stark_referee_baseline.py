@@ -217,7 +217,7 @@ class Baseline:
                 stop = "deadline"
                 break
             got = self.compiled_pass("%scompiled-%d" % (lp, m), "timed call %d" % (m + 1),
-                                     m % nplace)
+                                     m % nplace, timed=True)
             if got is None:
                 return None
             comp["walls"].append(max(got[0] - noop_ns, 0) / 1e3)
@@ -246,24 +246,28 @@ class Baseline:
         per = 2.5 * max(self.compiled_s, self.ref_call_max_ns / 1e9)
         return time.monotonic() + per + 2.0 < self.deadline
 
-    def compiled_pass(self, label, what, slot):
-        """One call of the compiled reference (warm-up or timed), the
+    def compiled_pass(self, label, what, slot, timed=False):
+        """One call of the compiled reference (warm-up or `timed`), the
         candidate stopped: (elapsed ns as call() measures them, the
-        reply), or None where the compiled baseline was given up."""
+        reply), or None where the compiled baseline was given up.  A timed
+        call's host time sizes the spin its next calls queue behind, as
+        each model's does (note_launch, spin_for)."""
         if not self.compiled_ok:
             return None
         t0 = time.monotonic()
         what = "%s, compiled reference" % what
         self.gen_ref(label + "-compiled", what, slot)
         args = {"compiled": True}
+        spin = None
         if self.cuda:
             with Stopped(self.cand):
                 fl = self.command(self.ref, W.FLUSH,
-                                  {"spin_us": self.spin_for("ref"),
+                                  {"spin_us": self.spin_for("compiled"),
                                    "flush": bool(self.req.get("l2_flush", True))},
                                   "an L2 flush (%s)" % what)
             if isinstance(fl, dict) and type(fl.get("spin_us")) is int and fl["spin_us"] > 0:
                 args["queued"] = True
+                spin = fl["spin_us"]
         with Stopped(self.cand):
             ns, reply, _ = self.call(self.ref, "forward (%s)" % what, None, args,
                                      net=not self.cuda)
@@ -271,6 +275,8 @@ class Baseline:
             self.no_compiled("%s (%s)" % (reply["error"][:2000], what))
             return None
         self.compiled_s = max(self.compiled_s, time.monotonic() - t0)
+        if timed and self.cuda:
+            self.note_launch("compiled", reply, spin)
         return ns, reply
 
     def compiled_results(self, walls, replies, slots, base_us):

@@ -893,7 +893,8 @@ END_TEST
 START_TEST(spin_sizing)
 {
 	expect_eval(NULL,
-		    "[(lambda t: (setattr(t, 'launch_us', {'ref': [], 'cand': []}), setattr(t, 'spin_short',"
+		    "[(lambda t: (setattr(t, 'launch_us', {'ref': [], 'cand': [], 'compiled': []}),"
+		    " setattr(t, 'spin_short',"
 		    " 0), setattr(t, 'spin_need', {}), [t.note_launch(r, {'host_us': [0.0, h]}, 100000)"
 		    " for r, h in calls], [t.spin_us, t.spin_for('ref'), t.spin_for('cand')])[-1])("
 		    "type('T', (stark_referee_timing.Timing,), {})()) for calls in ("
@@ -901,9 +902,19 @@ START_TEST(spin_sizing)
 		    " [('ref', 100.0)] * 10 + [('cand', 30000.0)] * 10,"
 		    " [('ref', 100.0)] * 10 + [('cand', 500.0)] * 10,"
 		    " [('ref', 3300.0)] * 10 + [('cand', 190.0)] * 10,"
-		    " [('ref', 3300.0)] * 10)]",
+		    " [('ref', 3300.0)] * 10,"
+		    " [('ref', 3300.0)] * 10 + [('compiled', 190.0)] * 10)]",
 		    "[[4800, 4800, 4800], [2000, 450, 2000], [1050, 450, 1050], [5250, 5250, 585],"
-		    " [5250, 5250, 5250]]");
+		    " [5250, 5250, 5250], [5250, 5250, 5250]]");
+	/* The compiled reference's calls size their own spin likewise. */
+	expect_eval(NULL,
+		    "(lambda t: (setattr(t, 'launch_us', {'ref': [], 'cand': [], 'compiled': []}),"
+		    " setattr(t, 'spin_short', 0), setattr(t, 'spin_need', {}),"
+		    " [t.note_launch(r, {'host_us': [0.0, h]}, 3000) for r, h in"
+		    " [('ref', 3300.0)] * 10 + [('compiled', 190.0)] * 10],"
+		    " (t.spin_us, t.spin_for('compiled'), t.spin_short))[-1])("
+		    "type('T', (stark_referee_timing.Timing,), {})())",
+		    "(5250, 585, 10)");
 }
 END_TEST
 
