@@ -165,7 +165,7 @@ class Runner:
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         p.stdin.write(lines.encode())
         p.stdin.close()
-        got = 0
+        got, wanted = 0, set(keys)
         watchdog = threading.Timer(EVAL_TIMEOUT_S * len(keys), p.kill)
         watchdog.start()
         for line in p.stdout:
@@ -175,12 +175,15 @@ class Runner:
                 continue
             if not isinstance(obj, dict):
                 continue
-            if got < len(keys) and obj.get("solution") == keys[got]:
-                self.results[keys[got]] = (obj, [])
-                print("# judged %d/%d at %.0f s: %s -> %s" % (got + 1, len(keys), time.monotonic() - t0,
-                                                          keys[got], obj.get("status")), flush=True)
-            # A missing or out-of-order line: that row falls back to its own process.
-            got += 1
+            # With --jobs the results come as they finish: matched by
+            # solution.  A missing line: that row falls back to its own
+            # process.
+            k = obj.get("solution")
+            if k in wanted and k not in self.results:
+                got += 1
+                self.results[k] = (obj, [])
+                print("# judged %d/%d at %.0f s: %s -> %s" % (got, len(keys), time.monotonic() - t0,
+                                                          k, obj.get("status")), flush=True)
         watchdog.cancel()
         p.kill()
         p.wait()
