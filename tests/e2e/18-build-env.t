@@ -57,7 +57,7 @@ printf 'raise ModuleNotFoundError("No module named %s", name="setuptools")\n' "'
 SETUPTOOLS=$("$PY" -c 'import os, setuptools; print(os.path.realpath(os.path.dirname(setuptools.__file__)))')
 TORCH_H=$("$PY" -c 'import os, torch; print(os.path.realpath(os.path.join(os.path.dirname(torch.__file__), "include", "torch")))')
 
-echo "1..15"
+echo "1..16"
 
 # lack NAME FIX-PATTERN ENV...: the evaluation is `error` naming the fix.
 shopt -s extglob

@@ -32,7 +32,7 @@ case_() {
 	# shellcheck disable=SC2086 # sol may carry options after the file
 	env $envs "$STARK" eval "$prob" $sol --json --no-timing >"$T/out.json" 2>"$T/err.txt"
 	st=$(json "$T/out.json" 'j["status"]')
-	if [ "$st" != "$want" ]; then
+	if [[ "|$want|" != *"|$st|"* ]]; then
 		not_ok "$name: status ${st:-none}, expected $want" \
 			"message: $(json "$T/out.json" 'j["message"]' | head -c 600)" \
 			"stderr: $(tail -c 400 "$T/err.txt")"
@@ -93,17 +93,18 @@ case_ "the reference's repeatability and the host memory are reported" "" \
 # are skipped with the evaluator's limit named, and the honest candidate is
 # judged correct (without the plan the jail's OOM killer ended it).
 # Under ASan the three processes start about 3x larger (shadow memory: 1.3
-# GiB a worker against 0.15 GiB), more than the plan's allowance for them,
-# so there the same case ends at the jail's limit: still the evaluator's
-# error naming STARK_RUN_MEM_MIB, never the candidate's verdict.
+# GiB a worker against 0.15 GiB), about the plan's allowance for them, so
+# there the same case may also end at the jail's limit (it did in some CI
+# runs and not in others): then it must be the evaluator's error naming
+# STARK_RUN_MEM_MIB, never the candidate's verdict.
+skipped='"float64" in j["env"]["mem_reduced"] and "evaluator'"'"'s limit" in j["env"]["mem_reduced"] and "skipped for the evaluator'"'"'s memory limit" in j["env"]["precision"] and "float64" not in j["env"]["mem_plan"]'
 if [ "$(basename "$BUILD")" = build-san ]; then
-	case_ "a phase that cannot fit the run jail: the evaluator's error, never charged (ASan build)" \
-		"STARK_RUN_MEM_MIB=2048" error $M/f64_cap/problem.py $M/f64_cap/honest.py \
-		'"evaluator'"'"'s own" in j["message"] and "STARK_RUN_MEM_MIB" in j["message"]'
+	case_ "a phase that cannot fit the run jail: skipped or the evaluator's error, never charged (ASan build)" \
+		"STARK_RUN_MEM_MIB=2048" "error|correct" $M/f64_cap/problem.py $M/f64_cap/honest.py \
+		'('"$skipped"') if j["status"] == "correct" else ("evaluator'"'"'s own" in j["message"] and "STARK_RUN_MEM_MIB" in j["message"])'
 else
 	case_ "a phase that cannot fit the run jail is skipped, named, never charged" \
-		"STARK_RUN_MEM_MIB=2048" correct $M/f64_cap/problem.py $M/f64_cap/honest.py \
-		'"float64" in j["env"]["mem_reduced"] and "evaluator'"'"'s limit" in j["env"]["mem_reduced"] and "skipped for the evaluator'"'"'s memory limit" in j["env"]["precision"] and "float64" not in j["env"]["mem_plan"]'
+		"STARK_RUN_MEM_MIB=2048" correct $M/f64_cap/problem.py $M/f64_cap/honest.py "$skipped"
 fi
 
 # The plan's arithmetic and admission by it (its own TAP, summed up here).
