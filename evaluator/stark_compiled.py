@@ -321,7 +321,7 @@ class CompiledRef:
     def compiled_call(self, args):
         """CALL {"compiled": true}: one call of the compiled model on this
         call's inputs, timed as an eager call is (on a GPU, between events
-        after the flush context's spin).  Its outputs are dropped (they
+        behind the gate).  Its outputs are dropped (they
         were compared at COMPILE_REF).  A failure, or a call that compiled
         again, is in the reply ("error"), never raised."""
         if self.compiled is None:
@@ -331,7 +331,7 @@ class CompiledRef:
             if self.device.type == "cuda":
                 with self._in_slot():
                     out, info = self._timed(self._compiled_forward,
-                                            args.get("queued") is True)
+                                            args.get("gate_us"))
             else:
                 out, info = self._compiled_forward(), {}
         except Exception as e:

@@ -147,7 +147,6 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         self.spin_error = None
         self.spin_short = 0             # timed calls whose launching outlasted the spin
         self.launch_us = {"ref": [], "cand": [], "compiled": []}  # host time to the last launch
-        self.spin_need = {}             # by role: the spin its launching needs (us)
         self.input_bytes = 0
         self.output_bytes = 0
         self.placements = 0         # memory placements the calls rotate through

@@ -250,24 +250,19 @@ class Baseline:
         """One call of the compiled reference (warm-up or `timed`), the
         candidate stopped: (elapsed ns as call() measures them, the
         reply), or None where the compiled baseline was given up.  A timed
-        call's host time sizes the spin its next calls queue behind, as
-        each model's does (note_launch, spin_for)."""
+        call's host time is kept as each model's is (note_launch)."""
         if not self.compiled_ok:
             return None
         t0 = time.monotonic()
         what = "%s, compiled reference" % what
         self.gen_ref(label + "-compiled", what, slot)
         args = {"compiled": True}
-        spin = None
         if self.cuda:
             with Stopped(self.cand):
-                fl = self.command(self.ref, W.FLUSH,
-                                  {"spin_us": self.spin_for("compiled"),
-                                   "flush": bool(self.req.get("l2_flush", True))},
-                                  "an L2 flush (%s)" % what)
-            if isinstance(fl, dict) and type(fl.get("spin_us")) is int and fl["spin_us"] > 0:
-                args["queued"] = True
-                spin = fl["spin_us"]
+                self.command(self.ref, W.FLUSH,
+                             {"flush": bool(self.req.get("l2_flush", True))},
+                             "an L2 flush (%s)" % what)
+            args["gate_us"] = self.spin_us
         with Stopped(self.cand):
             ns, reply, _ = self.call(self.ref, "forward (%s)" % what, None, args,
                                      net=not self.cuda)
@@ -276,7 +271,7 @@ class Baseline:
             return None
         self.compiled_s = max(self.compiled_s, time.monotonic() - t0)
         if timed and self.cuda:
-            self.note_launch("compiled", reply, spin)
+            self.note_launch("compiled", reply, self.note_gate(reply))
         return ns, reply
 
     def compiled_results(self, walls, replies, slots, base_us):

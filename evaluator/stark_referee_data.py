@@ -236,17 +236,11 @@ class DataPath:
             args = None
             if timed and self.cuda:
                 with Stopped(self.cand):
-                    fl = self.command(self.ref, W.FLUSH,
-                                      {"spin_us": self.spin_for(role),
-                                       "flush": bool(self.req.get("l2_flush", True))},
-                                      "an L2 flush (%s)" % what)
+                    self.command(self.ref, W.FLUSH,
+                                 {"flush": bool(self.req.get("l2_flush", True))},
+                                 "an L2 flush (%s)" % what)
                 t = self.spend("flush", t)
-                fl = fl if isinstance(fl, dict) else {}
-                if type(fl.get("spin_us")) is int and fl["spin_us"] > 0:
-                    self.spin_seen.append(fl["spin_us"])
-                    args = {"queued": True}
-                elif fl.get("spin_error") and self.spin_error is None:
-                    self.spin_error = str(fl.get("spin_error"))[:200]
+                args = {"gate_us": self.spin_us}
             if repeat and role == "ref":
                 args = dict(args or {}, repeat={
                     n: list(self.tolerance(dt)) for n, dt in W.DTYPES.items()})
@@ -258,8 +252,7 @@ class DataPath:
             t = self.spend("call", t)
             self.note_mem(role, "call", replies[role])
             if timed and self.cuda:
-                self.note_launch(role, replies[role],
-                                 self.spin_seen[-1] if args and args.get("queued") else None)
+                self.note_launch(role, replies[role], self.note_gate(replies[role]))
         self.note_jit(replies.get("cand"), timed and "warm-up" not in what)
         ref_meta, ref_facts = self.fetch_ref(what)
         self.spend("fetch", t)

@@ -46,29 +46,31 @@ def jit_new(reply):
     jit = reply.get("jit") if isinstance(reply, dict) else None
     new = jit.get("new") if isinstance(jit, dict) else None
     return new if type(new) is int and new > 0 else 0
-# Before each timed GPU call the reference worker's flush context holds the
-# GPU with a spin long enough for the caller's launches to queue up behind it
-# (stark_worker_gpu.cmd_flush): SPIN_FACTOR times a model's SPIN_QUANTILE of
-# its host times from the worker's wake-up to its last launch, plus
-# SPIN_MARGIN_US for the messages in between -- the reference's, or the
-# candidate's up to SPIN_CAND_US -- within [SPIN_MIN_US, SPIN_CAP_US].  The
-# first calls, before any host time is known, get SPIN_START_US.  A model
-# launched by many small kernels (level 3's ResNet18 at batch 2: hundreds
-# of launches) takes the host milliseconds to launch; a spin shorter than
-# that lets the GPU wait for the host inside the timed span, and the host's
-# speed (other evaluations in flight, other processes) then moves the time
-# by tens of percent.  The spin costs idle GPU time, never correctness, so
-# it grows with the reference's host time; the candidate's own host time
-# moves it only up to SPIN_CAND_US, since host work done during the spin
-# goes unseen (docs/METHOD.md, known gaps): a candidate cannot buy itself a longer
-# blind spot by launching slowly.  Each model's calls then queue behind no
-# more of that spin than its own launching needs (spin_for): a spin that
-# outlasts a call's work by milliseconds is cut by the GPU's timeslicing
-# between contexts, and the call's guard event then waits for the spin's
-# context to yield again.  On the H100 a one-kernel pointer chase (57 us)
-# behind the 5-6 ms spin its 200-launch reference needed read 2428 us, all
-# of it charged as work off its stream.  Calls whose launching outlasted
-# their spin are counted (env timing_spin_short).
+# Each timed GPU call queues behind a gate in its worker's own context and
+# stream (stark_worker_gpu._timed: a kernel that takes every thread slot of
+# every SM) long enough for the call's launches to queue up behind it:
+# SPIN_FACTOR times a model's SPIN_QUANTILE of its host times from the
+# worker's wake-up to its last launch, plus SPIN_MARGIN_US -- the
+# reference's, or the candidate's up to SPIN_CAND_US -- within
+# [SPIN_MIN_US, SPIN_CAP_US] (spin_us), the same for both models, so that
+# their wall-clock times, against which the candidate's claims are
+# checked, hold the same gate.  The first calls, before any host time is
+# known, get SPIN_START_US.  A model launched by many small kernels (level
+# 3's ResNet18 at batch 2: hundreds of launches) takes the host
+# milliseconds to launch; a gate shorter than that lets the GPU wait for
+# the host inside the timed span, and the host's speed (other evaluations
+# in flight, other processes) then moves the time by tens of percent.  The
+# gate costs idle GPU time, never correctness, so it grows with the
+# reference's host time; the candidate's own host time moves it only up to
+# SPIN_CAND_US, since host work done behind the gate goes unseen
+# (docs/METHOD.md, known gaps): a candidate cannot buy itself a longer
+# blind spot by launching slowly.  The gate was once a spin in a context of
+# the reference worker's own; the GPU timeslices between contexts, so the
+# timed span took in the slices of that spin left after the call's work:
+# a one-kernel pointer chase (57 us) behind a 5-6 ms spin read 2428 us on
+# the H100, and on an H200 the launch-bound model's honest copy read 0.89x,
+# 0.82x and 1.22x.  Calls whose launching outlasted their gate are counted
+# (env timing_spin_short).
 SPIN_START_US = 400
 SPIN_MIN_US = 100
 SPIN_CAP_US = 50000
@@ -125,18 +127,18 @@ class Timing:
                 for r, v in self.launch_us.items() if v}
         spin = max(need.get("ref", 0.0), min(need.get("cand", 0.0), SPIN_CAND_US))
         self.spin_us = int(min(max(spin, SPIN_MIN_US), SPIN_CAP_US))
-        self.spin_need = need
 
-    def spin_for(self, role):
-        """The spin a timed call of `role` queues behind: the shared spin
-        (spin_us), cut to what the model's own launching needs once that is
-        known, so that neither model waits behind a spin far longer than
-        its launching.  Never longer than spin_us: a slow launcher gains
-        no longer blind spot."""
-        need = self.spin_need.get(role)
-        if need is None:
-            return self.spin_us
-        return int(min(self.spin_us, max(need, SPIN_MIN_US)))
+    def note_gate(self, reply):
+        """The gate a timed call's reply says it queued behind (us), kept
+        for the result, or None; the first reason given for none."""
+        g = reply.get("gate_us") if isinstance(reply, dict) else None
+        if type(g) is int and g > 0:
+            self.spin_seen.append(g)
+            return g
+        err = reply.get("gate_error") if isinstance(reply, dict) else None
+        if err and self.spin_error is None:
+            self.spin_error = str(err)[:200]
+        return None
 
     def call(self, w, what, kind=None, args=None, net=False):
         """Runs forward on the worker's inputs; returns (elapsed ns as seen

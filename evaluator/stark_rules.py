@@ -297,10 +297,18 @@ def kb_trial_seeds(seed=KB_SEED, n=KB_TRIALS):
 def kb_process_input(x, device, precision="fp32"):
     """KernelBench's _process_input_tensor: every tensor (integer ones
     included) cast to the precision's dtype, then moved to the device;
-    anything else unchanged."""
+    anything else unchanged.  A floating tensor is moved first and cast
+    there: the same values (a cast between floating types rounds alike on
+    either side), without a second copy of a tensor of gigabytes in host
+    memory -- level 1's LeakyReLU at bf16 (6 GiB of fp32 inputs made on
+    the CPU, 3 GiB more for the cast) took two workers past the run jail's
+    16 GiB on the H200."""
     if not isinstance(x, torch.Tensor):
         return x
-    return x.to(dtype=KB_DTYPES[precision]).to(device=device)
+    dtype = KB_DTYPES[precision]
+    if x.is_floating_point() and x.dtype != dtype:
+        return x.to(device=device).to(dtype=dtype)
+    return x.to(dtype=dtype).to(device=device)
 
 
 def kb_merge(acc, r, base):

@@ -153,6 +153,8 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
         self.window = W.Window(fd, writable=(role == "cand"),
                                pin=self.device.type == "cuda") if type(fd) is int else None
         self.events = None
+        self.gate = None       # the timed call's gate kernel (stark_worker_gpu._gate)
+        self.gate_error = None
         self.flush_buf = None
         self.flush_ctx = None
         self.flush_ctx_error = ""
@@ -419,7 +421,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
             # span.
             t_jit = time.monotonic()
             with self._in_slot():
-                self.outputs, info = self._timed(self._forward, args.get("queued") is True)
+                self.outputs, info = self._timed(self._forward, args.get("gate_us"))
             if jit0 is not None:
                 # Kernels Triton compiled during this call (diagnostics).
                 new = stark_triton.compiled(self.jit_cache) - jit0

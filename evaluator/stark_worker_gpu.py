@@ -1,11 +1,11 @@
 """stark_worker_gpu -- a worker's GPU machinery for timing: the timed call
 (CUDA events and the guard), memory placements and their scan, and, in the
-reference worker only, the L2 flush with the spin that follows it and the
+reference worker only, the L2 flush and the
 facts about the device (the L2's size, the copy rate, clocks through NVML).
 
 Both workers time their calls with this same code, so reference and
 candidate are measured alike; what the timing rests on beyond the
-candidate's own word -- the flush, the spin, the device's state -- is done
+candidate's own word -- the flush, the device's state -- is done
 by the reference worker, which runs only problem code.  The referee's side
 is stark_referee_timing.
 """
@@ -22,31 +22,49 @@ import stark_wire as W
 
 FLUSH_L2_TIMES = 2            # an L2 flush writes this many times the L2's size
 BANDWIDTH_BYTES = 256 << 20   # buffer of the copy-rate measurement
-SPIN_MAX_US = 60000           # the longest spin a FLUSH may ask for
+GATE_MAX_US = 60000           # the longest gate a CALL may ask for
 PLACEMENT_BYTES = 4 << 30    # cap on the input copies of placements (_slot)
 SCAN_CALLS = 1               # forward calls per placement in a SCAN
 SCAN_SPIN_MAX_US = 60000     # cap on the spin each of a SCAN's calls queues behind
 
-# The spin that follows a flush (see cmd_flush): one thread polling the
-# GPU's global timer until spin_ns have passed.  PTX, so the driver builds
-# it for whatever GPU this is, without NVRTC.
-SPIN_PTX = b"""\
+# The gate a timed call queues behind (see _timed): a grid whose blocks take
+# every thread slot of every SM for `ns` nanoseconds, so that no kernel of
+# this context, on any stream, starts before it ends.  Each block's first
+# thread reads the GPU's global timer, sleeping a microsecond between
+# readings; the other threads wait at the block's barrier, so the gate
+# draws little power.  PTX, so the driver builds it for whatever GPU this
+# is, without NVRTC.
+GATE_PTX = b"""\
 .version 7.0
 .target sm_75
 .address_size 64
 
-.visible .entry stark_spin(.param .u64 stark_spin_ns)
+.visible .entry stark_gate(.param .u64 g_ns)
+.maxntid 1024, 1, 1
 {
-	.reg .pred %p<2>;
-	.reg .b64 %rd<5>;
+	.reg .pred %p<4>;
+	.reg .b32 %r<4>;
+	.reg .b64 %rd<6>;
+	.shared .u32 s_go;
 
-	ld.param.u64 %rd1, [stark_spin_ns];
+	ld.param.u64 %rd1, [g_ns];
 	mov.u64 %rd2, %globaltimer;
 	add.s64 %rd3, %rd2, %rd1;
-$L_loop:
+	mov.u32 %r1, %tid.x;
+	setp.eq.u32 %p1, %r1, 0;
+$L_poll:
+	@!%p1 bra $L_bar;
 	mov.u64 %rd4, %globaltimer;
-	setp.lt.u64 %p1, %rd4, %rd3;
-	@%p1 bra $L_loop;
+	setp.ge.u64 %p2, %rd4, %rd3;
+	selp.u32 %r2, 1, 0, %p2;
+	st.shared.u32 [s_go], %r2;
+	@!%p2 nanosleep.u32 1000;
+$L_bar:
+	bar.sync 0;
+	ld.shared.u32 %r3, [s_go];
+	bar.sync 0;
+	setp.eq.u32 %p3, %r3, 0;
+	@%p3 bra $L_poll;
 	ret;
 }
 \0"""
@@ -63,27 +81,76 @@ class GpuTiming:
             self.events.append(torch.cuda.Event())
         return self.events
 
-    def _timed(self, fn, queued=False):
+    def _gate(self):
+        """(function, blocks, threads) of the gate kernel (GATE_PTX), loaded
+        into this worker's own context at first use, or None (why in
+        gate_error): blocks of `threads` threads, enough to take every
+        thread slot of every SM."""
+        if self.gate is None and self.gate_error is None:
+            try:
+                lib = stark_cuda._cuda()
+                torch.cuda.synchronize(self.device)     # PyTorch's context current
+                mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
+                stark_cuda._check(lib.cuModuleLoadData(ctypes.byref(mod), GATE_PTX),
+                                  "cuModuleLoadData(gate)")
+                stark_cuda._check(lib.cuModuleGetFunction(ctypes.byref(fn), mod,
+                                                          b"stark_gate"),
+                                  "cuModuleGetFunction(stark_gate)")
+                props = torch.cuda.get_device_properties(self.device)
+                per_sm = int(getattr(props, "max_threads_per_multi_processor", 0) or 2048)
+                threads = next((t for t in (1024, 768, 512, 256) if per_sm % t == 0), 1024)
+                self.gate = (fn, props.multi_processor_count * max(per_sm // threads, 1),
+                             threads)
+            except Exception as e:
+                self.gate_error = W.exc_text(e)[:300]
+        return self.gate
+
+    def _launch_gate(self, gate, gate_us, stream):
+        """The gate on `stream` for gate_us microseconds (at most
+        GATE_MAX_US): its length once launched, else 0 (why in
+        gate_error)."""
+        fn, blocks, threads = gate
+        gate_us = min(gate_us, GATE_MAX_US)
+        arg = ctypes.c_uint64(gate_us * 1000)
+        params = (ctypes.c_void_p * 1)(ctypes.addressof(arg))
+        rc = stark_cuda._cuda().cuLaunchKernel(fn, blocks, 1, 1, threads, 1, 1, 0,
+                                               ctypes.c_void_p(stream.cuda_stream),
+                                               params, None)
+        if rc != 0:
+            self.gate_error = "cuLaunchKernel(stark_gate): error %d" % rc
+            return 0
+        return gate_us
+
+    def _timed(self, fn, gate_us=None):
         """Runs fn() between CUDA events on the current stream, then a
         device-wide synchronize and a guard event: start->end is what the
         stream saw, start->guard also covers work left on side streams or
         launched by host threads.  Returns (fn's result, timing dict).
 
-        The GPU runs one process's context at a time.  When `queued`, the
-        reference worker's flush context holds the GPU with a spin (see
-        cmd_flush): the start event and fn's launches queue up behind it
-        and run back to back once the GPU switches to this context, so
+        With gate_us, the start event and fn's launches queue up behind a
+        gate on the same stream (GATE_PTX): a kernel of this worker's own
+        context that takes every thread slot of every SM for gate_us
+        microseconds (the referee sizes it to outlast the launching, the
+        same for both models).  The launches then run back to back, so
         start->end is the GPU's time for fn, not the host's time to launch
-        it, and the switch itself comes before the start event.  Without a
-        spin, a first event, waited for, makes the switch before the start
-        event, and the host's launch time counts."""
+        it; and a kernel fn sends to a stream of its own cannot run beside
+        the gate, before the start event, since no SM has room for it.
+        The gate is in the caller's own context because the GPU timeslices
+        between contexts: behind a spin in a second context, the timed
+        span took in the slices of the spin left after the call's work.
+        The reply's "gate_us" says what was launched (0 with "gate_error"
+        if none).  Without a gate, a first event, waited for, makes any
+        switch of context before the start event, and the host's launch
+        time counts."""
         dev = self.device
         clock = time.perf_counter
+        gate = self._gate() if type(gate_us) is int and gate_us > 0 else None
         h0 = clock()
         torch.cuda.synchronize(dev)
         stream = torch.cuda.current_stream(dev)
         start, end, guard, switch = self._events()
-        if not queued:
+        gated = self._launch_gate(gate, gate_us, stream) if gate is not None else 0
+        if not gated:
             switch.record(stream)
             switch.synchronize()
         h1 = clock()
@@ -102,6 +169,10 @@ class GpuTiming:
         # event, in fn, in the synchronize, in the guard and the readings.
         info["host_us"] = [round((b - a) * 1e6, 1) for a, b in
                            ((h0, h1), (h1, h2), (h2, h3), (h3, h4))]
+        if type(gate_us) is int and gate_us > 0:
+            info["gate_us"] = gated
+            if not gated and self.gate_error:
+                info["gate_error"] = self.gate_error
         return out, info
 
     def cmd_timed_noop(self):
@@ -329,19 +400,16 @@ class GpuTiming:
         come from a context of their own (_FlushContext), so that both
         models' calls follow another context's work alike.
 
-        With {"spin_us": n}, the flush context then keeps the GPU busy for
-        n microseconds and the reply does not wait for it: the next timed
-        call's launches queue up meanwhile and run back to back (see
-        _timed), so the host's launch time stops counting.  The candidate
-        cannot use the GPU during the spin, since the GPU runs one context
-        at a time and the spin's is this worker's.  The reply says whether
-        a spin is queued ("spin_us", 0 if not, and why in "spin_error").
+        The flush is done when the reply goes out: the timed call's gate
+        (see _timed) runs in the caller's own context, never in this one,
+        since the GPU timeslices between contexts and a second context's
+        work still pending would be cut into the timed span.
 
         A flush that cannot be made (no memory for its buffer) is reported
         by DEVICE_INFO and skipped here: timing goes on, warmer.  With
         {"flush": false} (--l2-flush off) nothing is written and no line
-        reset: only the spin, so calls are timed with whatever the cache
-        holds, as KernelBench's published times are."""
+        reset, so calls are timed with whatever the cache holds, as
+        KernelBench's published times are."""
         if self.device.type != "cuda":
             return {}
         try:
@@ -352,16 +420,14 @@ class GpuTiming:
         if self.persist_error is None and write:
             self._reset_persisting()
         self.flush_n += 1
-        spin = args.get("spin_us")
-        spin = min(max(int(spin), 0), SPIN_MAX_US) if type(spin) is int else 0
-        if self.flush_ctx is not None:
-            return self.flush_ctx.flush(self.flush_n & 0xFF, spin * 1000, write)
         if not write:
-            return {"spin_us": 0, "spin_error": "no flush context of its own"}
-        if self.flush_buf is not None:
+            return {}
+        if self.flush_ctx is not None:
+            self.flush_ctx.flush(self.flush_n & 0xFF)
+        elif self.flush_buf is not None:
             self.flush_buf.fill_(self.flush_n & 0xFF)
             torch.cuda.synchronize(self.device)
-        return {"spin_us": 0, "spin_error": "no flush context of its own"}
+        return {}
 
     def _copy_bandwidth(self):
         """The device's copy rate in bytes moved (read + written) per second:
@@ -421,9 +487,8 @@ class GpuTiming:
 
 class _FlushContext:
     """A CUDA context of the reference worker's own, beside PyTorch's, with
-    a buffer for L2 flushes and the spin kernel (driver API through
-    stark_cuda's libcuda).  Flushes and spins run in it and leave
-    PyTorch's context current again."""
+    a buffer for L2 flushes (driver API through stark_cuda's libcuda).
+    Flushes run in it and leave PyTorch's context current again."""
 
     def __init__(self, ordinal, nbytes):
         lib = stark_cuda._cuda()
@@ -450,16 +515,6 @@ class _FlushContext:
             self._pop()
             lib.cuCtxDestroy_v2(ctx)
             raise
-        self.spin_fn, self.spin_error = None, None
-        try:
-            mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
-            stark_cuda._check(lib.cuModuleLoadData(ctypes.byref(mod), SPIN_PTX),
-                              "cuModuleLoadData(spin)")
-            stark_cuda._check(lib.cuModuleGetFunction(ctypes.byref(fn), mod, b"stark_spin"),
-                              "cuModuleGetFunction(stark_spin)")
-            self.spin_fn = fn
-        except Exception as e:
-            self.spin_error = W.exc_text(e)
         self._pop()
         self.nbytes = nbytes
 
@@ -467,32 +522,17 @@ class _FlushContext:
         popped = ctypes.c_void_p()
         self.lib.cuCtxPopCurrent_v2(ctypes.byref(popped))
 
-    def flush(self, value, spin_ns=0, write=True):
-        """The flush (unless not `write`), synchronized; then, when spin_ns
-        > 0, the spin kernel launched and left running.  Returns FLUSH's
-        reply."""
+    def flush(self, value):
+        """Persisting lines reset and the buffer written, synchronized."""
         lib = self.lib
-        reply = {"spin_us": 0}
         stark_cuda._check(lib.cuCtxPushCurrent_v2(self.ctx), "cuCtxPushCurrent")
         try:
-            if write:
-                lib.cuCtxResetPersistingL2Cache()
-                stark_cuda._check(lib.cuMemsetD8_v2(self.ptr.value, value, self.nbytes),
-                                  "cuMemsetD8")
+            lib.cuCtxResetPersistingL2Cache()
+            stark_cuda._check(lib.cuMemsetD8_v2(self.ptr.value, value, self.nbytes),
+                              "cuMemsetD8")
             stark_cuda._check(lib.cuCtxSynchronize(), "cuCtxSynchronize")
-            if spin_ns > 0 and self.spin_fn is not None:
-                arg = ctypes.c_uint64(spin_ns)
-                params = (ctypes.c_void_p * 1)(ctypes.addressof(arg))
-                rc = lib.cuLaunchKernel(self.spin_fn, 1, 1, 1, 1, 1, 1, 0, None, params, None)
-                if rc == 0:
-                    reply["spin_us"] = spin_ns // 1000
-                else:
-                    reply["spin_error"] = "cuLaunchKernel(stark_spin): error %d" % rc
-            elif spin_ns > 0:
-                reply["spin_error"] = self.spin_error
         finally:
             self._pop()
-        return reply
 
 
 # NVML's clock event (throttle) reasons, by bit.  GPU idle is left out: the

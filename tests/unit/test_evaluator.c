@@ -885,36 +885,24 @@ START_TEST(stream_pieces)
 }
 END_TEST
 
-/* The spin before a timed call (stark_referee_timing.note_launch): sized by
+/* The gate before a timed call (stark_referee_timing.note_launch): sized by
  * the reference's host time to its last launch, the candidate's counting
  * only up to SPIN_CAND_US, so a slow launcher buys no longer blind spot;
- * each model's calls queue behind no more of it than their own launching
- * needs (spin_for: [shared, ref's, cand's]). */
+ * the compiled reference's host time does not move it; calls whose
+ * launching outlasted their gate are counted. */
 START_TEST(spin_sizing)
 {
 	expect_eval(NULL,
 		    "[(lambda t: (setattr(t, 'launch_us', {'ref': [], 'cand': [], 'compiled': []}),"
-		    " setattr(t, 'spin_short',"
-		    " 0), setattr(t, 'spin_need', {}), [t.note_launch(r, {'host_us': [0.0, h]}, 100000)"
-		    " for r, h in calls], [t.spin_us, t.spin_for('ref'), t.spin_for('cand')])[-1])("
+		    " setattr(t, 'spin_short', 0), [t.note_launch(r, {'host_us': [0.0, h]}, 3000)"
+		    " for r, h in calls], (t.spin_us, t.spin_short))[-1])("
 		    "type('T', (stark_referee_timing.Timing,), {})()) for calls in ("
 		    "[('ref', 3000.0)] * 10 + [('cand', 3000.0)] * 10,"
 		    " [('ref', 100.0)] * 10 + [('cand', 30000.0)] * 10,"
 		    " [('ref', 100.0)] * 10 + [('cand', 500.0)] * 10,"
 		    " [('ref', 3300.0)] * 10 + [('cand', 190.0)] * 10,"
-		    " [('ref', 3300.0)] * 10,"
-		    " [('ref', 3300.0)] * 10 + [('compiled', 190.0)] * 10)]",
-		    "[[4800, 4800, 4800], [2000, 450, 2000], [1050, 450, 1050], [5250, 5250, 585],"
-		    " [5250, 5250, 5250], [5250, 5250, 5250]]");
-	/* The compiled reference's calls size their own spin likewise. */
-	expect_eval(NULL,
-		    "(lambda t: (setattr(t, 'launch_us', {'ref': [], 'cand': [], 'compiled': []}),"
-		    " setattr(t, 'spin_short', 0), setattr(t, 'spin_need', {}),"
-		    " [t.note_launch(r, {'host_us': [0.0, h]}, 3000) for r, h in"
-		    " [('ref', 3300.0)] * 10 + [('compiled', 190.0)] * 10],"
-		    " (t.spin_us, t.spin_for('compiled'), t.spin_short))[-1])("
-		    "type('T', (stark_referee_timing.Timing,), {})())",
-		    "(5250, 585, 10)");
+		    " [('ref', 3300.0)] * 10 + [('compiled', 9000.0)] * 10)]",
+		    "[(4800, 0), (2000, 10), (1050, 0), (5250, 10), (5250, 20)]");
 }
 END_TEST
 
