@@ -57,6 +57,11 @@ void evalrun__kill_tree(struct evalrun *er);
  * closed.
  */
 void evalrun__reap(struct evalrun *er, int timeout_ms);
+/*
+ * The result of an evaluation that sent none (or a bad one: decode_err),
+ * from how its process ended (er->ex, er->si.stage), into rs.
+ */
+int evalrun__synthesize(struct evalrun *er, struct proto_result *rs, const char *decode_err);
 /* The value of a result's env key (borrowed from rs), or NULL. */
 const char *evalrun__env_of(const struct proto_result *rs, const char *key);
 

@@ -2,8 +2,10 @@
  * verdict.c -- the result of an evaluation whose process ended (or sent its
  * result): the evaluator's own, when a valid frame with the request's id
  * arrived, else one made here from how the process ended -- "timeout" for
- * the deadline, "crashed" for a signal, a seccomp kill, a memory limit or a
- * malformed frame, "error" for an exit without a result or a lost zygote --
+ * the deadline, "crashed" for a signal, a seccomp kill, the compile jail's
+ * memory limit or a malformed frame, "error" for an exit without a result,
+ * a lost zygote or the run jail's memory limit with no account of whose
+ * allocations reached it --
  * with the message saying which; and what stark saw of the run besides
  * (struct evalrun_info).  Nothing the evaluator sent is trusted: the frame
  * is decoded strictly here (proto_result_decode).
@@ -24,7 +26,7 @@ static const char *signame(int sig)
 }
 
 /* A result made here, from how the process ended. */
-static int synthesize(struct evalrun *er, struct proto_result *rs, const char *decode_err)
+int evalrun__synthesize(struct evalrun *er, struct proto_result *rs, const char *decode_err)
 {
 	const struct sandbox_exit *ex = &er->ex;
 	double wall_s = (double)(er->wall_ms) / 1000.0;
@@ -55,6 +57,21 @@ static int synthesize(struct evalrun *er, struct proto_result *rs, const char *d
 		rs->status = PROTO_ST_CRASHED;
 		return proto_result_set_message(rs, "the evaluator sent a malformed result: %s",
 						decode_err);
+	}
+	if (ex->how == SANDBOX_OOM && strcmp(er->si.stage, "compile") != 0) {
+		/* The run jail holds the evaluator's side and the candidate's;
+		 * whose allocations reached the limit is the referee's account
+		 * (oom_account), and none came: on the H200 two workers making
+		 * 6 GiB inputs each went past 16 GiB and the jail ended before
+		 * the referee answered.  A limit of ours is never the
+		 * candidate's verdict. */
+		rs->status = PROTO_ST_ERROR;
+		rc = proto_result_set_message(
+		    rs, "the run jail's %s before the evaluator could say whose allocations reached it: a limit of the evaluator's own, not the candidate's verdict; STARK_RUN_MEM_MIB raises it",
+		    ex->why[0] ? ex->why : "memory limit was reached");
+		if (!rc && er->err.len)
+			rc = proto_result_set_log(rs, er->err.p, er->err.len);
+		return rc;
 	}
 	switch (ex->how) {
 	case SANDBOX_SECCOMP:
@@ -173,7 +190,7 @@ int evalrun_finish(struct evalrun *er, struct proto_result *rs, struct evalrun_i
 				evalrun__read_pipe(er, i);
 	}
 	if (!valid) {
-		rc = synthesize(er, rs, why);
+		rc = evalrun__synthesize(er, rs, why);
 		if (rc)
 			return rc;
 	} else {

@@ -118,6 +118,38 @@ START_TEST(parse_caps)
 }
 END_TEST
 
+/* An evaluation that reached its jail's memory limit and sent no result:
+ * in the compile jail the candidate's (crashed); in the run jail, which
+ * holds the evaluator's side too, the evaluator's own limit (error), since
+ * no account of whose allocations reached it came. */
+START_TEST(oom_without_account)
+{
+	static const char *const stages[] = {"run", "all", "compile"};
+	static const enum proto_status want[] = {PROTO_ST_ERROR, PROTO_ST_ERROR, PROTO_ST_CRASHED};
+
+	for (size_t i = 0; i < ST_ARRAY_LEN(stages); i++) {
+		struct evalrun er;
+		struct proto_result rs;
+		char id[] = "e1";
+
+		memset(&er, 0, sizeof(er));
+		er.id = id;
+		snprintf(er.si.stage, sizeof(er.si.stage), "%s", stages[i]);
+		er.ex.how = SANDBOX_OOM;
+		snprintf(er.ex.why, sizeof(er.ex.why),
+			 "memory limit of 16110 MiB reached; process tree killed");
+		proto_result_init(&rs);
+		ck_assert_int_eq(evalrun__synthesize(&er, &rs, NULL), 0);
+		ck_assert_msg(rs.status == want[i], "%s: status %d", stages[i], (int)rs.status);
+		ck_assert_msg(strstr(rs.message, "memory limit of 16110 MiB"), "%s", rs.message);
+		ck_assert_msg((strstr(rs.message, "STARK_RUN_MEM_MIB") != NULL) == (i < 2), "%s",
+			      rs.message);
+		ck_assert_str_eq(rs.id, "e1");
+		proto_result_release(&rs);
+	}
+}
+END_TEST
+
 START_TEST(needs_compile)
 {
 	static const char *const yes[] = {
@@ -756,6 +788,7 @@ static Suite *pool_suite(void)
 	tcase_set_timeout(e, 120);
 	tcase_add_test(e, parse_caps);
 	tcase_add_test(e, needs_compile);
+	tcase_add_test(e, oom_without_account);
 	tcase_add_test(e, zygote_reports_checked);
 	tcase_add_test(e, zygote_refuses_bad_jobs);
 	tcase_add_test(e, zygote_lost_then_restarted);
