@@ -145,7 +145,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         self.spin_us = SPIN_START_US
         self.spin_seen = []             # spins queued (us), for the result
         self.spin_error = None
-        self.spin_short = 0             # timed calls whose launching outlasted the spin
+        self.spin_short = 0             # timed calls whose launching outlasted the gate
         self.launch_us = {"ref": [], "cand": [], "compiled": []}  # host time to the last launch
         self.input_bytes = 0
         self.output_bytes = 0

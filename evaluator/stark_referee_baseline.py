@@ -28,7 +28,7 @@ The compiled reference is the reference worker's (stark_compiled).  Here:
     made for it (GEN, a seed of its own), and it is timed as the eager
     reference is: on CPUs by the referee's clock around the exchange net
     of a no-op round trip, on GPUs between events after the L2 flush and
-    the spin, the candidate stopped throughout;
+    the gate, the candidate stopped throughout;
   - compiled_results(): its median and 95% interval (on GPUs at the
     fastest placement, as the eager reference's), and speedup_compile.
 

@@ -1,5 +1,5 @@
 """stark_referee_timing -- the timing method: how a call is clocked, the L2
-flush and the spin before a timed GPU call, memory placements, and the
+flush and the gate before a timed GPU call, memory placements, and the
 timing phase, which times both models and reports.
 
 On CPUs a call's time is the referee's own clock around the CALL
@@ -111,7 +111,7 @@ class Timing:
     def note_launch(self, role, reply, spin_us=None):
         """Keeps the model's host time from wake-up to its last launch (the
         first two host_us readings of its CALL reply), counts the call if
-        that outlasted the spin it queued behind (spin_us), and sets the
+        that outlasted the gate it queued behind (spin_us), and sets the
         next spin from the reference's host times, or the candidate's up
         to SPIN_CAND_US."""
         host = reply.get("host_us") if isinstance(reply, dict) else None

@@ -104,9 +104,9 @@ class Inputs:
         it = iter(placed)
         self.inputs = [next(it) if t else v for v, t in zip(values, is_tensor)]
         if self.device.type == "cuda":
-            # Inputs complete before the next command: a timed call queued
-            # behind the flush context's spin must find nothing of this
-            # context's left to wait for (see _timed).
+            # Inputs complete before the next command: a timed call's gate
+            # must find nothing of this context's left to run beside it
+            # (see _timed).
             torch.cuda.synchronize(self.device)
         reply = {"items": desc["items"], "bytes": nbytes, "placements": self.n_slots}
         mem = self.mem_facts()
