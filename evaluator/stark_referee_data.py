@@ -62,6 +62,7 @@ class DataPath:
             args.update(extra)
         for w in (self.ref, self.cand):
             self.send_gen(w, args, what)
+        self.await_replies((self.ref, self.cand), what)
         ref_desc, nbytes = self.recv_gen(self.ref, what)
         cand_desc, _ = self.recv_gen(self.cand, what)
         self.check_gen(ref_desc, cand_desc, what)

@@ -17,6 +17,7 @@ reference worker are the evaluator's own ("error").
 """
 
 import os
+import select
 import shutil
 import signal
 import socket
@@ -174,6 +175,38 @@ class Workers:
         hwm = _vm_hwm("/proc/self/status")
         if hwm:
             self.host_hwm["referee"] = max(self.host_hwm.get("referee", 0), hwm)
+
+    def await_replies(self, ws, what):
+        """Waits until each of the workers ws, all at work on one command,
+        has begun its reply, or the deadline (the reads that follow then
+        time out as they would have).  One that dies meanwhile fails at
+        once, though another is still at work: a worker the jail's memory
+        limit killed is accounted for (failed, kill_blame) while the jail
+        gives the referee its grace, not after the other worker's reply --
+        on the H200 the reference worker made 6 GiB of bf16 inputs on the
+        CPU for seconds while the candidate worker lay dead, and the jail
+        ended the evaluation before the referee could say whose the
+        limit was."""
+        poller = select.poll()
+        fds = {}
+        for w in ws:
+            fds[w.chan.sock.fileno()] = (w, False)
+            if w.chan.pidfd >= 0:
+                fds[w.chan.pidfd] = (w, True)
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        waiting = set(ws)
+        while waiting:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                return
+            for fd, _ in poller.poll(max(1, int(min(left, W.Channel.WATCH_S) * 1000))):
+                w, gone = fds[fd]
+                if gone:
+                    raise self.failed(w, W.WorkerGone(), what)
+                waiting.discard(w)
+                poller.unregister(fd)
+            self.sample_host()
 
     def stop_workers(self):
         """Every worker killed, none waited for: once the verdict is made

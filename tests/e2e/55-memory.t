@@ -8,7 +8,7 @@
 # names our limit; a phase the run jail cannot hold (the reference's
 # float64 runs) skipped with our limit named, never charged; the memory
 # plan and the GPU memory ledger across processes
-# (tests/memory/plan_check.py, ledger_check.py).  About 90 s.  Prints TAP.
+# (tests/memory/plan_check.py, ledger_check.py).  About 100 s.  Prints TAP.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${STARK_BUILD:-build}
@@ -44,7 +44,7 @@ case_() {
 	fi
 }
 
-echo "1..13"
+echo "1..14"
 if [ ! -x "$STARK" ]; then
 	for i in 1 2 3 4 5 6 7 8 9 10 11 12 13; do echo "not ok $i - $STARK is not built"; done
 	exit 1
@@ -81,6 +81,9 @@ case_ "a strided output of an honest copy is judged correct" "STARK_WINDOW_BYTES
 case_ "a candidate far beyond the reference's host memory answers for the limit" \
 	"STARK_RUN_MEM_MIB=1024" crashed $M/hog/problem.py $M/hog/hog.py \
 	'"memory limit of 1024 MiB" in j["message"] and "candidate'"'"'s allocations" in j["message"] and "cand " in j["message"] and j["env"]["oom_blame"] == "candidate"'
+case_ "a candidate worker killed while the reference still makes its inputs answers at once" \
+	"STARK_RUN_MEM_MIB=1024" crashed $M/slow_gen/problem.py $M/slow_gen/hog_gen.py \
+	'"memory limit of 1024 MiB" in j["message"] and "candidate'"'"'s allocations" in j["message"] and j["env"]["oom_blame"] == "candidate"'
 case_ "inputs the evaluator's side cannot hold are the evaluator's limit, named" \
 	"STARK_RUN_MEM_MIB=1024" error $M/inputs_oom/problem.py $M/inputs_oom/honest.py \
 	'"memory limit of 1024 MiB" in j["message"] and "evaluator'"'"'s own" in j["message"] and "STARK_RUN_MEM_MIB" in j["message"]'
