@@ -48,29 +48,28 @@ def jit_new(reply):
     return new if type(new) is int and new > 0 else 0
 # Each timed GPU call queues behind a gate in its worker's own context and
 # stream (stark_worker_gpu._timed: a kernel that takes every thread slot of
-# every SM) long enough for the call's launches to queue up behind it:
+# every SM) until the worker has launched the call, at most spin_us:
 # SPIN_FACTOR times a model's SPIN_QUANTILE of its host times from the
 # worker's wake-up to its last launch, plus SPIN_MARGIN_US -- the
 # reference's, or the candidate's up to SPIN_CAND_US -- within
-# [SPIN_MIN_US, SPIN_CAP_US] (spin_us), the same for both models, so that
-# their wall-clock times, against which the candidate's claims are
-# checked, hold the same gate.  The first calls, before any host time is
+# [SPIN_MIN_US, SPIN_CAP_US].  The first calls, before any host time is
 # known, get SPIN_START_US.  A model launched by many small kernels (level
 # 3's ResNet18 at batch 2: hundreds of launches) takes the host
-# milliseconds to launch; a gate shorter than that lets the GPU wait for
-# the host inside the timed span, and the host's speed (other evaluations
-# in flight, other processes) then moves the time by tens of percent.  The
-# gate costs idle GPU time, never correctness, so it grows with the
-# reference's host time; the candidate's own host time moves it only up to
-# SPIN_CAND_US, since host work done behind the gate goes unseen
-# (docs/METHOD.md, known gaps): a candidate cannot buy itself a longer
-# blind spot by launching slowly.  The gate was once a spin in a context of
-# the reference worker's own; the GPU timeslices between contexts, so the
-# timed span took in the slices of that spin left after the call's work:
-# a one-kernel pointer chase (57 us) behind a 5-6 ms spin read 2428 us on
-# the H100, and on an H200 the launch-bound model's honest copy read 0.89x,
-# 0.82x and 1.22x.  Calls whose launching outlasted their gate are counted
-# (env timing_spin_short).
+# milliseconds to launch; a gate that ends before that lets the GPU wait
+# for the host inside the timed span, and the host's speed (other
+# evaluations in flight, other processes) then moves the time by tens of
+# percent.  The host releases the gate once it has launched the call, so
+# the gate's length bounds only a call that waits for the GPU inside
+# forward; the candidate's own host time moves it only up to SPIN_CAND_US,
+# since host work done behind the gate goes unseen (docs/METHOD.md, known
+# gaps): a candidate cannot buy itself a longer blind spot by launching
+# slowly.  The gate was once a spin in a context of the reference worker's
+# own; the GPU timeslices between contexts, so the timed span took in the
+# slices of that spin left after the call's work: a one-kernel pointer
+# chase (57 us) behind a 5-6 ms spin read 2428 us on the H100, and on an
+# H200 the launch-bound model's honest copy read 0.89x, 0.82x and 1.22x.
+# Calls whose launching outlasted the gate's length are counted (env
+# timing_spin_short).
 SPIN_START_US = 400
 SPIN_MIN_US = 100
 SPIN_CAP_US = 50000

@@ -1,7 +1,7 @@
 """stark_worker_gpu -- a worker's GPU machinery for timing: the timed call
-(CUDA events and the guard), memory placements and their scan, and, in the
-reference worker only, the L2 flush and the
-facts about the device (the L2's size, the copy rate, clocks through NVML).
+(the gate, CUDA events and the guard), memory placements and their scan,
+and, in the reference worker only, the L2 flush and the facts about the
+device (the L2's size, the copy rate, clocks through NVML).
 
 Both workers time their calls with this same code, so reference and
 candidate are measured alike; what the timing rests on beyond the
@@ -28,43 +28,60 @@ SCAN_CALLS = 1               # forward calls per placement in a SCAN
 SCAN_SPIN_MAX_US = 60000     # cap on the spin each of a SCAN's calls queues behind
 
 # The gate a timed call queues behind (see _timed): a grid whose blocks take
-# every thread slot of every SM for `ns` nanoseconds, so that no kernel of
-# this context, on any stream, starts before it ends.  Each block's first
-# thread reads the GPU's global timer, sleeping a microsecond between
-# readings; the other threads wait at the block's barrier, so the gate
-# draws little power.  PTX, so the driver builds it for whatever GPU this
-# is, without NVRTC.
+# every thread slot of every SM, so that no kernel of this context, on any
+# stream, starts before it ends.  It ends when the host releases it --
+# block 0's first thread sees the generation `gen` in a word of pinned host
+# memory and passes it on through a word of device memory to the other
+# blocks' first threads -- or `ns` after it started, whichever comes first.
+# The first threads sleep half a microsecond between readings and the
+# others wait at their block's barrier, so the gate draws little power.
+# PTX, so the driver builds it for whatever GPU this is, without NVRTC.
 GATE_PTX = b"""\
 .version 7.0
 .target sm_75
 .address_size 64
 
-.visible .entry stark_gate(.param .u64 g_ns)
+.visible .entry stark_gate(.param .u64 g_host, .param .u64 g_dev, .param .u32 g_gen,
+                           .param .u64 g_ns)
 .maxntid 1024, 1, 1
 {
-	.reg .pred %p<4>;
-	.reg .b32 %r<4>;
-	.reg .b64 %rd<6>;
+	.reg .pred %p<6>;
+	.reg .b32 %r<8>;
+	.reg .b64 %rd<8>;
 	.shared .u32 s_go;
 
-	ld.param.u64 %rd1, [g_ns];
-	mov.u64 %rd2, %globaltimer;
-	add.s64 %rd3, %rd2, %rd1;
-	mov.u32 %r1, %tid.x;
-	setp.eq.u32 %p1, %r1, 0;
+	ld.param.u64 %rd1, [g_host];
+	ld.param.u64 %rd2, [g_dev];
+	ld.param.u32 %r1, [g_gen];
+	ld.param.u64 %rd3, [g_ns];
+	mov.u64 %rd4, %globaltimer;
+	add.s64 %rd5, %rd4, %rd3;
+	mov.u32 %r2, %tid.x;
+	mov.u32 %r3, %ctaid.x;
+	setp.eq.u32 %p1, %r2, 0;
+	setp.eq.u32 %p2, %r3, 0;
 $L_poll:
 	@!%p1 bra $L_bar;
-	mov.u64 %rd4, %globaltimer;
-	setp.ge.u64 %p2, %rd4, %rd3;
-	selp.u32 %r2, 1, 0, %p2;
-	st.shared.u32 [s_go], %r2;
-	@!%p2 nanosleep.u32 1000;
+	@%p2 ld.volatile.u32 %r4, [%rd1];
+	@!%p2 ld.volatile.u32 %r4, [%rd2];
+	setp.eq.u32 %p3, %r4, %r1;
+	@%p3 bra $L_seen;
+	mov.u64 %rd6, %globaltimer;
+	setp.ge.u64 %p4, %rd6, %rd5;
+	selp.u32 %r5, 1, 0, %p4;
+	st.shared.u32 [s_go], %r5;
+	@!%p4 nanosleep.u32 500;
+	bra $L_bar;
+$L_seen:
+	@%p2 st.volatile.u32 [%rd2], %r1;
+	mov.u32 %r5, 1;
+	st.shared.u32 [s_go], %r5;
 $L_bar:
 	bar.sync 0;
-	ld.shared.u32 %r3, [s_go];
+	ld.shared.u32 %r6, [s_go];
 	bar.sync 0;
-	setp.eq.u32 %p3, %r3, 0;
-	@%p3 bra $L_poll;
+	setp.eq.u32 %p5, %r6, 0;
+	@%p5 bra $L_poll;
 	ret;
 }
 \0"""
@@ -82,10 +99,11 @@ class GpuTiming:
         return self.events
 
     def _gate(self):
-        """(function, blocks, threads) of the gate kernel (GATE_PTX), loaded
-        into this worker's own context at first use, or None (why in
-        gate_error): blocks of `threads` threads, enough to take every
-        thread slot of every SM."""
+        """The gate kernel (GATE_PTX), loaded into this worker's own context
+        at first use: {"fn", "blocks", "threads", "host" (the pinned word,
+        a ctypes c_uint32), "host_dev" and "dev" (device addresses of the
+        two words), "gen"}, or None (why in gate_error).  Blocks of
+        `threads` threads, enough to take every thread slot of every SM."""
         if self.gate is None and self.gate_error is None:
             try:
                 lib = stark_cuda._cuda()
@@ -96,30 +114,46 @@ class GpuTiming:
                 stark_cuda._check(lib.cuModuleGetFunction(ctypes.byref(fn), mod,
                                                           b"stark_gate"),
                                   "cuModuleGetFunction(stark_gate)")
+                host, host_dev = ctypes.c_void_p(), ctypes.c_uint64()
+                # CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP
+                stark_cuda._check(lib.cuMemHostAlloc(ctypes.byref(host), ctypes.c_size_t(64),
+                                                     ctypes.c_uint(0x03)),
+                                  "cuMemHostAlloc(gate)")
+                stark_cuda._check(lib.cuMemHostGetDevicePointer_v2(
+                    ctypes.byref(host_dev), host, ctypes.c_uint(0)),
+                    "cuMemHostGetDevicePointer(gate)")
+                word = ctypes.c_uint32.from_address(host.value)
+                word.value = 0
+                dev = torch.zeros(1, dtype=torch.int32, device=self.device)
                 props = torch.cuda.get_device_properties(self.device)
                 per_sm = int(getattr(props, "max_threads_per_multi_processor", 0) or 2048)
                 threads = next((t for t in (1024, 768, 512, 256) if per_sm % t == 0), 1024)
-                self.gate = (fn, props.multi_processor_count * max(per_sm // threads, 1),
-                             threads)
+                self.gate = {"fn": fn, "threads": threads,
+                             "blocks": props.multi_processor_count * max(per_sm // threads, 1),
+                             "host": word, "host_dev": host_dev.value, "dev": dev,
+                             "gen": 0}
+                torch.cuda.synchronize(self.device)
             except Exception as e:
                 self.gate_error = W.exc_text(e)[:300]
         return self.gate
 
     def _launch_gate(self, gate, gate_us, stream):
-        """The gate on `stream` for gate_us microseconds (at most
-        GATE_MAX_US): its length once launched, else 0 (why in
-        gate_error)."""
-        fn, blocks, threads = gate
+        """The gate on `stream`, for at most gate_us microseconds (and
+        GATE_MAX_US): its generation once launched (the host ends it by
+        writing that to gate["host"]), else 0 (why in gate_error)."""
         gate_us = min(gate_us, GATE_MAX_US)
-        arg = ctypes.c_uint64(gate_us * 1000)
-        params = (ctypes.c_void_p * 1)(ctypes.addressof(arg))
-        rc = stark_cuda._cuda().cuLaunchKernel(fn, blocks, 1, 1, threads, 1, 1, 0,
+        gate["gen"] += 1
+        args = (ctypes.c_uint64(gate["host_dev"]), ctypes.c_uint64(gate["dev"].data_ptr()),
+                ctypes.c_uint32(gate["gen"]), ctypes.c_uint64(gate_us * 1000))
+        params = (ctypes.c_void_p * 4)(*[ctypes.addressof(a) for a in args])
+        rc = stark_cuda._cuda().cuLaunchKernel(gate["fn"], gate["blocks"], 1, 1,
+                                               gate["threads"], 1, 1, 0,
                                                ctypes.c_void_p(stream.cuda_stream),
                                                params, None)
         if rc != 0:
             self.gate_error = "cuLaunchKernel(stark_gate): error %d" % rc
             return 0
-        return gate_us
+        return gate["gen"]
 
     def _timed(self, fn, gate_us=None):
         """Runs fn() between CUDA events on the current stream, then a
@@ -129,13 +163,19 @@ class GpuTiming:
 
         With gate_us, the start event and fn's launches queue up behind a
         gate on the same stream (GATE_PTX): a kernel of this worker's own
-        context that takes every thread slot of every SM for gate_us
-        microseconds (the referee sizes it to outlast the launching, the
-        same for both models).  The launches then run back to back, so
-        start->end is the GPU's time for fn, not the host's time to launch
-        it; and a kernel fn sends to a stream of its own cannot run beside
-        the gate, before the start event, since no SM has room for it.
-        The gate is in the caller's own context because the GPU timeslices
+        context that takes every thread slot of every SM until the host
+        releases it, once fn has returned and the end event is recorded,
+        or for gate_us microseconds at most (the referee sizes that to
+        outlast the model's launching; fn may synchronize).  The launches
+        then run back to back, so start->end is the GPU's time for fn, not
+        the host's time to launch it; and a kernel fn sends to a stream of
+        its own cannot run beside the gate, before the start event, since
+        no SM has room for it.  The host releases the gate as soon as it
+        can because the candidate's process could put a gate of its own in
+        this one's place, one that leaves room beside it: whatever ran
+        there ran while the host was in fn, which the referee's clock sees
+        (a gate of fixed length hid as much as its length from it).  The
+        gate is in the caller's own context because the GPU timeslices
         between contexts: behind a spin in a second context, the timed
         span took in the slices of the spin left after the call's work.
         The reply's "gate_us" says what was launched (0 with "gate_error"
@@ -149,14 +189,18 @@ class GpuTiming:
         torch.cuda.synchronize(dev)
         stream = torch.cuda.current_stream(dev)
         start, end, guard, switch = self._events()
-        gated = self._launch_gate(gate, gate_us, stream) if gate is not None else 0
-        if not gated:
+        gen = self._launch_gate(gate, gate_us, stream) if gate is not None else 0
+        if not gen:
             switch.record(stream)
             switch.synchronize()
         h1 = clock()
-        start.record(stream)
-        out = fn()
-        end.record(stream)
+        try:
+            start.record(stream)
+            out = fn()
+            end.record(stream)
+        finally:
+            if gen:
+                gate["host"].value = gen
         h2 = clock()
         torch.cuda.synchronize(dev)
         h3 = clock()
@@ -170,8 +214,8 @@ class GpuTiming:
         info["host_us"] = [round((b - a) * 1e6, 1) for a, b in
                            ((h0, h1), (h1, h2), (h2, h3), (h3, h4))]
         if type(gate_us) is int and gate_us > 0:
-            info["gate_us"] = gated
-            if not gated and self.gate_error:
+            info["gate_us"] = min(gate_us, GATE_MAX_US) if gen else 0
+            if not gen and self.gate_error:
                 info["gate_error"] = self.gate_error
         return out, info
 
