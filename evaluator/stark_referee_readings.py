@@ -221,9 +221,15 @@ def judge_claims(walls_c, claims_c, raws_c, walls_r, claims_r):
     patched to return early shows as a gap, and a busy host, which only
     lengthens exchanges, does not.  Returns a dict: believed, cand and ref (the per-call
     times to report: disbelieved claims are replaced by wall - o_ref),
-    o_ref, o_cand, why (in words, when not believed)."""
+    o_ref, o_cand, why (in words, when not believed), and forged: a claim
+    that cannot be true (negative, NaN, longer than its exchange).  A gap
+    alone is no proof of forgery: a candidate that spends more host time
+    launching than the reference shows the same gap (its calls' GPU work
+    waits behind the gate until forward returns), and the wall clock it is
+    then timed by is sound, for the digest in each reply ties the exchange
+    to the moment its outputs were final."""
     res = {"believed": True, "cand": list(claims_c), "ref": list(claims_r),
-           "o_ref": float("nan"), "o_cand": float("nan"), "why": ""}
+           "o_ref": float("nan"), "o_cand": float("nan"), "why": "", "forged": False}
     if not claims_r or any(not math.isfinite(c) or c < 0 for c in claims_r):
         # The reference's events failed (a broken device): wall clock for both.
         res.update(believed=True, cand=list(walls_c), ref=list(walls_r),
@@ -234,7 +240,7 @@ def judge_claims(walls_c, claims_c, raws_c, walls_r, claims_r):
     res["o_ref"] = o_ref
     for i, (c, raw) in enumerate(zip(claims_c, raws_c)):
         if not (math.isfinite(c) and 0 <= c <= raw + CLAIM_EPS_US):
-            res["believed"] = False
+            res["believed"], res["forged"] = False, True
             res["why"] = ("timed call %d: the candidate claimed %s us for a call the "
                           "referee's clock saw take %.1f us" % (i + 1, c, raw))
             break

@@ -11,7 +11,8 @@ shared by every process on the GPU, and the candidate's process could skip
 or patch a flush of its own).  The candidate's claims are bounded by the
 referee's clock: a candidate whose wall time, less the overhead the
 reference shows, exceeds what it claims is timed by the wall clock instead
-(flag timing_unverified; stark_referee_readings.judge_claims).  Clocks and
+(env timing_wall_clock; flag timing_unverified only for a claim that cannot
+be true; stark_referee_readings.judge_claims).  Clocks and
 throttling are read through NVML in the reference worker, never here:
 neither CUDA nor NVML may be initialized in a process that forks workers
 afterwards.  The timing phase holds the GPU lock exclusively
@@ -284,7 +285,8 @@ class Timing:
     def timing_phase(self, retry=True, t_first=None):
         """See time_models.  A candidate whose claims are not believed gets
         one more timing phase, when the deadline allows, before it is
-        reported by wall clock and flagged: a host busy with other work
+        reported by wall clock (and flagged where a claim cannot be true):
+        a host busy with other work
         can stretch an honest worker's exchanges past the bound (on the
         H100 beside 24 compiler processes, an honest 52 us kernel's
         exchanges once ran 211 us beyond the reference's), while a forged
@@ -452,9 +454,13 @@ class Timing:
             env["timing_placements"] = str(nplace)
             if self.scanned:
                 env["timing_scanned"] = str(self.scanned)
-            if not j["believed"]:
+            if j["forged"]:
                 self.flag("timing_unverified")
                 env["timing_unverified"] = j["why"][:900]
+            elif not j["believed"]:
+                # Its events leave out host time that its exchanges took:
+                # timed by the referee's clock, which is sound (judge_claims).
+                env["timing_wall_clock"] = j["why"][:900]
         else:
             cand_us, ref_us = walls["cand"], walls["ref"]
             env["timing_method"] = "wall_clock"

@@ -401,11 +401,18 @@ START_TEST(claims_bound)
 		    "[stark_referee_readings.quantile(x, q) for x, q in (([], 0.5),"
 		    " ([3.0, 1.0, 2.0, 4.0], 0.25), ([5.0], 0.25), ([1.0, 2.0], 1.0))]",
 		    "[nan, 1.75, 5.0, 2.0]");
-	/* Negative, NaN, or longer than the exchange the referee timed. */
+	/* Negative, NaN, or longer than the exchange the referee timed: forged. */
 	expect_eval(NULL,
-		    "[stark_referee_readings.judge_claims([140.0] * 3, [100.0, c, 100.0], [160.0] * 3,"
-		    " [240.0] * 3, [200.0] * 3)['believed'] for c in (-1.0, float('nan'), 170.0)]",
-		    "[False, False, False]");
+		    "[(lambda j: (j['believed'], j['forged']))(stark_referee_readings.judge_claims("
+		    "[140.0] * 3, [100.0, c, 100.0], [160.0] * 3, [240.0] * 3, [200.0] * 3))"
+		    " for c in (-1.0, float('nan'), 170.0)]",
+		    "[(False, True), (False, True), (False, True)]");
+	/* A gap alone (host time the claims leave out) is timed by the wall
+	   clock but is no proof of forgery. */
+	expect_eval(NULL,
+		    "(lambda j: (j['believed'], j['forged']))(stark_referee_readings.judge_claims("
+		    "[1040.0] * 3, [1.0] * 3, [1060.0] * 3, [240.0] * 3, [200.0] * 3))",
+		    "(False, False)");
 	/* The reference's events missing: both by the wall clock, no verdict on the claims. */
 	expect_eval(NULL,
 		    "(lambda j: (j['believed'], j['cand'], j['ref']))(stark_referee_readings.judge_claims("
