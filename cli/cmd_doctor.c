@@ -118,11 +118,12 @@ static void jail_checks(json_t *out)
 static void gpu_checks(json_t *out, const char *device)
 {
 	int idx = device[4] == ':' ? atoi(device + 5) : 0;
+	int minor = evalrun_gpu_minor("/proc/driver/nvidia/gpus", getenv("CUDA_VISIBLE_DEVICES"), idx);
 	char node[64], detail[256];
 	bool ok;
 
 	ok = access("/dev/nvidiactl", F_OK) == 0;
-	snprintf(node, sizeof(node), "/dev/nvidia%d", idx);
+	snprintf(node, sizeof(node), "/dev/nvidia%d", minor >= 0 ? minor : idx);
 	ok = ok && access(node, F_OK) == 0;
 	snprintf(detail, sizeof(detail), ok ? "/dev/nvidiactl and %s" : "no /dev/nvidiactl or %s", node);
 	json_array_append_new(out, check("GPU device", ok, detail,

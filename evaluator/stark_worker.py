@@ -119,7 +119,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
         self.role = role            # "ref" or "cand"
         self.cfg = cfg              # non-secret request fields
         self.problem = problem      # the problem module (trusted)
-        self.device = torch.device(cfg["device"])
+        self.device = local_device(cfg["device"])
         self.model = None
         self.dtype = R.KB_DTYPES.get(cfg.get("precision") or "fp32")
         if self.dtype == torch.float32:
@@ -606,6 +606,23 @@ def _op_times(events, wall_us):
 
 
 WARM_WAIT_S = 60.0
+
+
+def local_device(name):
+    """The torch device in this process for the request's device name.
+    The run jail shows the assigned GPU's node alone (evalrun_gpu_minor),
+    so cuda:N is this process's only device, cuda:0; without a jail
+    (--insecure) every GPU is seen, numbered as nvidia-smi numbers them
+    (PCI bus order), and cuda:N stays itself."""
+    dev = torch.device(name)
+    if dev.type != "cuda" or not dev.index:
+        return dev
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")   # read at cuInit
+    try:
+        n = torch.cuda.device_count()
+    except Exception:       # no driver: the device check says so later
+        return dev
+    return torch.device("cuda", 0) if n == 1 else dev
 
 
 def _warm_cuda(dev):

@@ -96,7 +96,9 @@ struct evalrun_opts {
 	uint64_t grace_ms;		  /* [EVALRUN_GRACE_MS] */
 	const struct sandbox_bind *binds; /* paths the jail shows (jailed stages) */
 	size_t nbinds;
-	int gpu_index;			  /* -1: no GPU device nodes [-1] */
+	int gpu_index;			  /* the GPU's device node minor
+					     (evalrun_gpu_minor); -1: no GPU
+					     device nodes [-1] */
 	uint64_t mem_bytes;		  /* 0: the sandbox's default */
 	uint64_t oom_grace_ms;		  /* sandbox_config.oom_grace_ms [0] */
 	const char *const *env;		  /* NULL-terminated "K=V" list; NULL =
@@ -152,6 +154,18 @@ void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, c
  * "cuda" device: the compile jail sees no GPU to ask.
  */
 int evalrun_parse_caps(const char *text, int gpu_index, int *major, int *minor);
+
+/*
+ * The device node (/dev/nvidiaM: M, the driver's minor) of the GPU that
+ * stark names cuda:index -- nvidia-smi's index, the index-th GPU in PCI bus
+ * order, counted among $CUDA_VISIBLE_DEVICES where that lists indices.
+ * Read from the driver's folder gpus_dir (/proc/driver/nvidia/gpus: one
+ * folder per GPU, named by its bus id, whose "information" file has a
+ * "Device Minor:" line).  The minors need not follow the bus order, and the
+ * run jail shows its GPU's node alone, so the evaluator inside sees that GPU
+ * as its only device (cuda:0).  -1 where the folder does not name such a GPU.
+ */
+int evalrun_gpu_minor(const char *gpus_dir, const char *visible, int index);
 
 /* True when an environment variable name may be passed to an evaluator by
  * default (PATH, LANG, the compiler, CUDA and sanitizer settings; never

@@ -7,6 +7,7 @@
  * share; and the record of how it ran (struct evalrun_info).  The ground the other files of pool/ stand
  * on: nothing here starts or talks to an evaluator.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -26,11 +27,15 @@
 extern char **environ;
 
 #define CUDA_ARCH_WAIT_MS 10000u /* nvidia-smi's answer, at most */
+#define GPUS_DIR "/proc/driver/nvidia/gpus"
+#define GPUS_MAX 64		 /* GPUs of one host looked at, at most */
 
 static const char *const env_allow[] = {
 	"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TERM",
 	"CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "MAX_JOBS",
-	"CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST",
+	/* Not CUDA_VISIBLE_DEVICES: the run jail shows one GPU, which its
+	 * evaluator sees as device 0 (evalrun_gpu_minor). */
+	"CUDA_HOME", "CUDA_PATH", "TORCH_CUDA_ARCH_LIST",
 	"NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "STARK_CUDA_ARCH", "STARK_NVCC",
 	"STARK_NVCC_PCH", "STARK_WINDOW_BYTES", "THUNDERKITTENS_ROOT", "TK_INCLUDE",
 	"OMP_NUM_THREADS", "MKL_NUM_THREADS",
@@ -217,9 +222,82 @@ void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, c
 	run->binds = binds->run;
 	compile->insecure = run->insecure = insecure;
 	if (str_starts(device, "cuda")) {
-		run->gpu_index = device[4] == ':' ? atoi(device + 5) : 0;
-		cuda_arch_env(run->gpu_index);
+		int index = device[4] == ':' ? atoi(device + 5) : 0;
+
+		run->gpu_index = evalrun_gpu_minor(GPUS_DIR, getenv("CUDA_VISIBLE_DEVICES"), index);
+		if (run->gpu_index < 0)
+			run->gpu_index = index; /* no driver folder: the evaluator says what is missing */
+		cuda_arch_env(index);
 	}
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "Device Minor: 3" in a GPU's information file; -1 if absent. */
+static int read_minor(const char *gpus_dir, const char *bus)
+{
+	char path[PATH_MAX], line[256];
+	int minor = -1;
+	FILE *f;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s/information", gpus_dir, bus) >= sizeof(path))
+		return -1;
+	if (!(f = fopen(path, "re")))
+		return -1;
+	while (minor < 0 && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Device Minor: %d", &minor) != 1 || minor < 0 || minor > 255)
+			minor = -1;
+	fclose(f);
+	return minor;
+}
+
+int evalrun_gpu_minor(const char *gpus_dir, const char *visible, int index)
+{
+	char *names[GPUS_MAX];
+	size_t n = 0, i;
+	struct dirent *e;
+	int rc = -1;
+	DIR *d;
+
+	if (index < 0 || !gpus_dir)
+		return -1;
+	/* CUDA_VISIBLE_DEVICES=2,3: cuda:1 is the GPU of index 3.  A list of
+	 * UUIDs or MIG names is not followed (index counts all GPUs). */
+	if (visible && *visible) {
+		const char *p = visible;
+		int k = 0, v = -1;
+
+		while (*p) {
+			char *end;
+			long x = strtol(p, &end, 10);
+
+			if (end == p || x < 0 || x >= GPUS_MAX || (*end && *end != ','))
+				break;
+			if (k++ == index)
+				v = (int)x;
+			p = *end ? end + 1 : end;
+		}
+		if (!*p) {
+			if (v < 0)
+				return -1; /* fewer visible GPUs than index */
+			index = v;
+		}
+	}
+	if (!(d = opendir(gpus_dir)))
+		return -1;
+	while (n < GPUS_MAX && (e = readdir(d)))
+		if (e->d_name[0] != '.' && (names[n] = strdup(e->d_name)))
+			n++;
+	closedir(d);
+	qsort(names, n, sizeof(names[0]), cmp_names);
+	if ((size_t)index < n)
+		rc = read_minor(gpus_dir, names[index]);
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	return rc;
 }
 
 bool evalrun_env_allowed(const char *name)

@@ -118,6 +118,50 @@ START_TEST(parse_caps)
 }
 END_TEST
 
+static void put(const char *folder, const char *name, const char *text);
+
+/* cuda:N is nvidia-smi's index N (PCI bus order), whose device node the
+ * driver may number otherwise; $CUDA_VISIBLE_DEVICES renumbers. */
+START_TEST(gpu_minor)
+{
+	static const char *const bus[] = {"0000:c3:00.0", "0000:18:00.0", "0000:9a:00.0"};
+	static const int minor[] = {0, 2, 1};
+	char root[] = "/tmp/stark-unit-gpus.XXXXXX", p[PATH_MAX], text[64];
+
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	for (size_t i = 0; i < ST_ARRAY_LEN(bus); i++) {
+		snprintf(p, sizeof(p), "%s/%s", root, bus[i]);
+		ck_assert_int_eq(mkdir(p, 0700), 0);
+		snprintf(text, sizeof(text), "Model: NVIDIA H100\nDevice Minor: %d\nBus Location: x\n",
+			 minor[i]);
+		put(p, "information", text);
+	}
+	/* Bus order: 18 (minor 2), 9a (1), c3 (0). */
+	ck_assert_int_eq(evalrun_gpu_minor(root, NULL, 0), 2);
+	ck_assert_int_eq(evalrun_gpu_minor(root, NULL, 1), 1);
+	ck_assert_int_eq(evalrun_gpu_minor(root, "", 2), 0);
+	ck_assert_int_eq(evalrun_gpu_minor(root, NULL, 3), -1);
+	ck_assert_int_eq(evalrun_gpu_minor(root, NULL, -1), -1);
+	ck_assert_int_eq(evalrun_gpu_minor(root, "2,0", 0), 0);
+	ck_assert_int_eq(evalrun_gpu_minor(root, "2,0", 1), 2);
+	ck_assert_int_eq(evalrun_gpu_minor(root, "2,0", 2), -1);
+	/* UUIDs are not followed: the index counts every GPU. */
+	ck_assert_int_eq(evalrun_gpu_minor(root, "GPU-1234", 1), 1);
+	ck_assert_int_eq(evalrun_gpu_minor("/nonexistent/gpus", NULL, 0), -1);
+	/* A GPU whose information file says no minor. */
+	snprintf(p, sizeof(p), "%s/0000:9a:00.0", root);
+	put(p, "information", "Model: NVIDIA H100\n");
+	ck_assert_int_eq(evalrun_gpu_minor(root, NULL, 1), -1);
+	for (size_t i = 0; i < ST_ARRAY_LEN(bus); i++) {
+		snprintf(p, sizeof(p), "%s/%s/information", root, bus[i]);
+		unlink(p);
+		snprintf(p, sizeof(p), "%s/%s", root, bus[i]);
+		rmdir(p);
+	}
+	rmdir(root);
+}
+END_TEST
+
 /* An evaluation that reached its jail's memory limit and sent no result:
  * in the compile jail the candidate's (crashed); in the run jail, which
  * holds the evaluator's side too, the evaluator's own limit (error), since
@@ -787,6 +831,7 @@ static Suite *pool_suite(void)
 
 	tcase_set_timeout(e, 120);
 	tcase_add_test(e, parse_caps);
+	tcase_add_test(e, gpu_minor);
 	tcase_add_test(e, needs_compile);
 	tcase_add_test(e, oom_without_account);
 	tcase_add_test(e, zygote_reports_checked);
