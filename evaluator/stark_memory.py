@@ -37,9 +37,18 @@ die with their process, so an evaluation that is killed releases its
 reservation with everything else it held, and a reader never trusts a
 record whose owner is gone.  An evaluation waits to be admitted while the
 reservations of the others and the waits of those that came first leave
-too little of the budget (the device's memory less a margin); growing a
-reservation later never waits (a wait while holding memory can deadlock),
-it takes what is free.
+too little of the budget (the device's memory less a margin).  Growing a
+reservation later (once the first trial has measured the footprint) waits
+the same way, keeping what it holds, its extra bytes in its record's wait
+under its first ticket, so that those who came after queue behind it.  A
+wait while holding memory could deadlock: growers each waiting for the
+others' bytes, or for a newcomer that cannot fit beside them.  So a grower
+that sees no other record able to move -- none holding without waiting
+(they will release), none waiting that fits now (it will be admitted) --
+gives up if it has the latest ticket of the growers, keeping what it
+holds: of any such cycle exactly one member, the same one in every
+member's view, stops waiting, and its bytes become an ordinary holding
+that will be released.
 
 This module needs only the standard library: its tests run it in plain
 Python processes.
@@ -164,8 +173,9 @@ def budget(total):
 # The candidate's worker goes through gen, call and compare in step with
 # the reference's; the reference's repeat and float64 runs happen while the
 # candidate holds its call (the outputs it sends).  An evaluation reserves
-# the largest phase for its whole length: a reservation that grew between
-# phases would have to wait while holding memory, which can deadlock.
+# the largest phase for its whole length, so that it waits while holding
+# memory at most once, when the first trial's measured footprint replaces
+# the estimate (Ledger.grow).
 #
 # The figures are counted from the code (each phase's tensors), and checked
 # against measurement: scripts/bench-kb-footprint gives in, out, weights and
@@ -416,11 +426,33 @@ def _lock(fd, how, start, wait=True):
         raise LedgerError("record lock on byte %d: %s" % (start, e))
 
 
+def _fits(recs, r, limit):
+    """Whether record r of the table recs [(slot, pid, ticket, bytes,
+    waiting)] would be admitted or grown now: the others' bytes, the waits
+    of those with earlier tickets, and r's bytes with its wait, within
+    limit."""
+    held = sum(x[3] for x in recs if x is not r)
+    ahead = sum(x[4] for x in recs if x[2] < r[2])
+    return held + ahead + r[3] + r[4] <= limit
+
+
+def _deadlocked(recs, me, limit):
+    """Whether the grower `me` should stop waiting: no other record of
+    recs can move (none holds without waiting, none waiting fits now), and
+    of the records that wait while holding, me has the latest ticket."""
+    for r in recs:
+        if r is me:
+            continue
+        if r[3] > 0 and r[4] == 0 or r[4] > 0 and _fits(recs, r, limit):
+            return False
+    return me[2] == max(r[2] for r in recs if r is me or r[3] > 0 and r[4] > 0)
+
+
 class Ledger:
     """One evaluation's view of the ledger in the lock file fd (not owned:
     the caller closes it, which drops the locks).  At most one record per
-    Ledger: reserve() waits for admission, resize() changes it, release()
-    gives it up."""
+    Ledger: reserve() waits for admission, grow() waits to enlarge it,
+    resize() changes it without waiting, release() gives it up."""
 
     def __init__(self, fd):
         self.fd = fd
@@ -428,6 +460,7 @@ class Ledger:
         self.ticket = 0
         self.bytes = 0
         self.waited_s = 0.0
+        self.gave_up = None         # why the last grow() stopped short
 
     # -- the table, under the mutex --
     def _table(self):
@@ -520,6 +553,54 @@ class Ledger:
                 if not until():
                     self.release()
                     return False
+                sleep(delay)
+                delay = min(delay * 2, 0.2)
+        finally:
+            self.waited_s += time.monotonic() - t0
+
+    def grow(self, nbytes, limit, until, sleep=time.sleep):
+        """Waits until the reservation can grow to nbytes: what the others
+        hold, what those that came before wait for, and nbytes, within
+        limit; meanwhile it keeps what it holds, and its record shows the
+        extra bytes as its wait (under its first ticket: those that came
+        after count it).  Gives up, keeping what it holds, where nbytes is
+        beyond limit (at once), where waiting would deadlock (_deadlocked)
+        or when until() returns False; self.gave_up then says which
+        ("limit", "deadlock", "deadline"), else it is None.  A size no
+        larger than the reservation is taken at once (resize).  Returns the
+        bytes now reserved."""
+        self.gave_up = None
+        if self.slot is None or nbytes <= self.bytes:
+            return self.resize(nbytes, limit)
+        if nbytes > limit:
+            self.gave_up = "limit"
+            return self.bytes
+        t0 = time.monotonic()
+        delay = 0.01
+        me = (self.slot, os.getpid(), self.ticket, self.bytes, nbytes - self.bytes)
+        self._mutex()
+        try:
+            self._write(self.bytes, nbytes - self.bytes)
+        finally:
+            self._unmutex()
+        try:
+            while True:
+                self._mutex()
+                try:
+                    t = self._table() + [me]
+                    if _fits(t, me, limit):
+                        self._write(nbytes, 0)
+                        self.bytes = nbytes
+                        return nbytes
+                    if _deadlocked(t, me, limit):
+                        self.gave_up = "deadlock"
+                        self._write(self.bytes, 0)
+                        return self.bytes
+                finally:
+                    self._unmutex()
+                if not until():
+                    self.gave_up = "deadline"
+                    return self.resize(self.bytes, limit)
                 sleep(delay)
                 delay = min(delay * 2, 0.2)
         finally:

@@ -13,9 +13,17 @@ The steps (stark_memory has the arithmetic and the ledger):
                   evaluations already on the GPU leave too little.
   replan_memory   after the first trial: the reservation follows what both
                   workers' allocators measured (the candidate's figures are
-                  its own word).
+                  its own word), growing as the admission did, by waiting
+                  while the others leave too little (stark_memory's
+                  Ledger.grow).  A growth that stops short -- at the
+                  deadline, or where every evaluation holding memory waits
+                  to grow and waiting on would deadlock -- never runs the
+                  plan beyond the reservation: the plan is made again
+                  within what is reserved, its optional phases reduced
+                  (env.mem_reduced), with why in env.mem_overcommit.
   plan_places     before the timing phase: how many memory placements the
-                  spare memory affords (stark_worker_gpu._slot).
+                  spare memory affords (stark_worker_gpu._slot), fewer
+                  where the growth they need stops short.
   oom_verdict     a worker that ran out of memory: the reference's failure,
                   and the candidate's worker's in our code (making inputs,
                   writing outputs), are the evaluator's ("error", with the
@@ -273,7 +281,25 @@ class MemoryPlan:
             fp["factor"] = factor
         return fp
 
+    def grow_memory(self, nbytes):
+        """The reservation made nbytes: shrunk at once, or grown, waiting
+        while the GPU's other evaluations leave too little (Ledger.grow:
+        it stops short at the deadline, or where waiting would deadlock,
+        ledger.gave_up then says which).  env.mem_wait_ms is the whole
+        wait, admission's included.  Returns the bytes now reserved."""
+        env = self.res["env"]
+        budget = self.budget()
+        self.mem_reserved = self.ledger.grow(nbytes, budget, lambda: self.time_left_for(4))
+        env["mem_wait_ms"] = "%.0f" % (self.ledger.waited_s * 1e3)
+        env["mem_reserved"] = "%s of %s" % (_fmt(self.mem_reserved), _fmt(budget))
+        return self.mem_reserved
+
     def replan_memory(self):
+        """The plan made again from the footprints the first trial
+        measured, and the reservation made to follow it (grow_memory).
+        Where it cannot grow as far, the plan is made within what is
+        reserved: the optional phases reduced rather than run beyond it
+        (the others' reservations count on it)."""
         if not self.cuda:
             return
         ref, cand = self.measured_fp("ref"), self.measured_fp("cand")
@@ -283,37 +309,69 @@ class MemoryPlan:
         env = self.res["env"]
         env["mem_measured"] = "reference %s; candidate %s" % (
             _fp_text(ref), _fp_text(cand) if cand else "no figures")
-        self.make_plan(ref, cand, self.budget())
-        want = self.mplan.need
-        if self.ledger is not None:
-            self.mem_reserved = self.ledger.resize(want, self.budget())
-            env["mem_reserved"] = "%s of %s" % (_fmt(self.mem_reserved), _fmt(self.budget()))
-            if self.mem_reserved < want:
-                env["mem_overcommit"] = "needs %s, %s reserved (the others leave no more)" % (
-                    _fmt(want), _fmt(self.mem_reserved))
+        budget = self.budget()
+        self.make_plan(ref, cand, budget)
+        want = min(self.mplan.need, budget)
+        if self.ledger is None:
+            self.mem_reserved = self.mplan.need
+            return
+        if self.grow_memory(want) >= want:
+            return
+        short = "needs %s, %s reserved: the other evaluations on the GPU left no more, and " \
+            "%s" % (_fmt(want), _fmt(self.mem_reserved),
+                    "waiting longer would have passed the deadline"
+                    if self.ledger.gave_up == "deadline" else
+                    "the others holding memory were all waiting too, so that waiting on "
+                    "would have deadlocked: this one, the last to come of those growing, "
+                    "gave up waiting")
+        self.make_plan(ref, cand, self.mem_reserved)
+        if self.mplan.need <= self.mem_reserved:
+            self.grow_memory(self.mplan.need)
+            env["mem_overcommit"] = "%s; the plan was made within what is reserved, its " \
+                "optional phases reduced (mem_reduced)" % short
         else:
-            self.mem_reserved = want
+            env["mem_overcommit"] = "%s; even with its optional phases reduced the plan " \
+                "needs %s, beyond what is reserved (running out of memory beside others, " \
+                "it is judged again alone)" % (short, _fmt(self.mplan.need))
 
     def plan_places(self):
         """The placements the timing phase may use: as many as the request
         asks, within what the spare memory affords (the ledger's free
-        budget, or the device's free memory where there is no ledger)."""
+        budget, or the device's free memory where there is no ledger); the
+        reservation grown for them (grow_memory), and fewer of them where
+        it stops short."""
         if not self.cuda or self.fp["ref"] is None or self.req["placements"] <= 1:
             return
         ref, cand = self.fp["ref"], self.fp["cand"]
         # Spare: beyond what the plan's largest phase holds, less what the
         # timing phase's call needs anyway.
         base = self.mplan.need if self.mplan else M.need(ref, cand)
+
+        def need(n):
+            return max(base, M.need_by_phase(ref, cand, n)["timing"])
+
+        def fit(n, avail):
+            # The most placements, up to n, whose need is within avail.
+            while n > 1 and need(n) > avail:
+                n -= 1
+            return n
+
         if self.ledger is not None:
-            spare = self.ledger.free(self.budget()) + max(self.mem_reserved - base, 0)
+            free = self.ledger.free(self.budget())
+            spare = free + max(self.mem_reserved - base, 0)
         else:
             free = self.mem_seen["ref"].get("call", {}).get("free", 0)
             spare = max(free - M.BUDGET_MARGIN, 0)
         n = M.places(ref, cand, self.req["placements"], spare)
-        self.place_cap = n
         if self.ledger is not None and n > 1:
-            want = max(base, M.need_by_phase(ref, cand, n)["timing"])
-            self.mem_reserved = self.ledger.resize(want, self.budget())
+            # As many as what is free now affords (their need counts the
+            # allocator's rounding): the growth waits only where another
+            # evaluation took some of it meanwhile, and where it stops
+            # short, as many as what is held affords.
+            n = fit(n, self.mem_reserved + free)
+            if n > 1 and self.grow_memory(need(n)) < need(n):
+                n = fit(n, self.mem_reserved)
+        self.place_cap = n
         self.res["env"]["mem_places"] = "%d (%s spare; each takes %s in each worker)" % (
             n, _fmt(spare), _fmt(M.placement_bytes(ref)))
 

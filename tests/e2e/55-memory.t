@@ -7,8 +7,9 @@
 # figures, inputs that the evaluator's side cannot hold are an error that
 # names our limit; a phase the run jail cannot hold (the reference's
 # float64 runs) skipped with our limit named, never charged; the memory
-# plan and the GPU memory ledger across processes
-# (tests/memory/plan_check.py, ledger_check.py).  About 100 s.  Prints TAP.
+# plan, the GPU memory ledger across processes and the referee's use of
+# it (tests/memory/plan_check.py, ledger_check.py, referee_check.py).
+# About 100 s.  Prints TAP.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${STARK_BUILD:-build}
@@ -44,9 +45,9 @@ case_() {
 	fi
 }
 
-echo "1..14"
+echo "1..15"
 if [ ! -x "$STARK" ]; then
-	for i in 1 2 3 4 5 6 7 8 9 10 11 12 13; do echo "not ok $i - $STARK is not built"; done
+	for i in $(seq 15); do echo "not ok $i - $STARK is not built"; done
 	exit 1
 fi
 
@@ -122,5 +123,12 @@ if out=$("$PY" $M/ledger_check.py 2>&1) && ! grep -q "^not ok" <<<"$out"; then
 	ok "the memory ledger: $(grep -c '^ok' <<<"$out") checks across processes"
 else
 	not_ok "the memory ledger" "$(grep -A3 '^not ok' <<<"$out" | head -20)"
+fi
+
+# The referee re-planning where its growth stops short (its own TAP).
+if out=$("$PY" $M/referee_check.py 2>&1) && ! grep -q "^not ok" <<<"$out"; then
+	ok "the referee's memory: $(grep -c '^ok' <<<"$out") checks of re-planning and placements"
+else
+	not_ok "the referee's memory" "$(grep -A3 '^not ok' <<<"$out" | head -20)"
 fi
 exit $failed

@@ -1,7 +1,8 @@
 """The memory ledger (evaluator/stark_memory.py) across real processes on one
 lock file: admission by budget, order of arrival, a killed holder's
-reservation released with its locks, resize, and the plan's arithmetic.
-Prints TAP.  Usage: python3 tests/memory/ledger_check.py"""
+reservation released with its locks, resize, growth that waits (in order,
+without deadlock, up to a deadline), and the plan's arithmetic.  Prints
+TAP.  Usage: python3 tests/memory/ledger_check.py"""
 import os
 import signal
 import sys
@@ -60,13 +61,62 @@ def child(path, need, limit, hold_s, log, wait_s=20.0):
         os._exit(code)
 
 
+def grower(path, need, more, limit, pause, hold_s, log, wait_s=20.0):
+    """Forks an evaluation stand-in that reserves `need`, after `pause`
+    seconds grows to `more` (waiting up to wait_s), holds what it got
+    hold_s seconds, and logs "pid how MiB t-grow t-got t-release" (how:
+    "granted", or why it gave up)."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 0
+    try:
+        led = M.Ledger(os.open(path, os.O_RDWR))
+        led.reserve(need, limit, lambda: True)
+        time.sleep(pause)
+        end = time.monotonic() + wait_s
+        t0 = time.monotonic()
+        got = led.grow(more, limit, lambda: time.monotonic() < end)
+        t1 = time.monotonic()
+        with open(log, "a") as f:
+            f.write("%d %s %d %.3f %.3f -1\n" % (os.getpid(), led.gave_up or "granted",
+                                                 got // MIB, t0, t1))
+        time.sleep(hold_s)
+        t2 = time.monotonic()
+        led.release()
+        with open(log, "a") as f:
+            f.write("%d released %d %.3f %.3f %.3f\n" % (os.getpid(), got // MIB, t0, t1, t2))
+    except BaseException as e:
+        sys.stderr.write("grower: %r\n" % e)
+        code = 1
+    finally:
+        os._exit(code)
+
+
 def read_log(log):
+    """{pid: (what, figures...)}, a pid's last line."""
     out = {}
     if os.path.exists(log):
         for line in open(log):
-            pid, what, t0, t1 = line.split()
-            out[int(pid)] = (what, float(t0), float(t1))
+            pid, what, *rest = line.split()
+            out[int(pid)] = (what,) + tuple(float(x) for x in rest)
     return out
+
+
+def grow_log(log):
+    """{pid: (how, MiB got, t-grow, t-got)} from the growers' first lines."""
+    out = {}
+    if os.path.exists(log):
+        for line in open(log):
+            pid, how, mib, t0, t1, _ = line.split()
+            out.setdefault(int(pid), (how, int(mib), float(t0), float(t1)))
+    return out
+
+
+def wait_for(cond, timeout=5.0):
+    end = time.monotonic() + timeout
+    while not cond() and time.monotonic() < end:
+        time.sleep(0.02)
 
 
 def main():
@@ -161,6 +211,72 @@ def main():
     time.sleep(0.2)
     ok(led.resize(90 * MIB, limit) == 70 * MIB, "growing to 90 beside 30 held stops at 70")
     os.waitpid(holder, 0)
+    led.release()
+
+    # grow: waits while a plain holder holds, granted once it releases.
+    os.unlink(log)
+    holder = child(path, 60 * MIB, limit, 1.0, log)
+    wait_for(lambda: any(r[2] == 60 * MIB for r in M.read_ledger(fd)))
+    glog = os.path.join(d, "grow")
+    g = grower(path, 30 * MIB, 60 * MIB, limit, 0.0, 0.0, glog)
+    wait_for(lambda: any(r[3] == 30 * MIB for r in M.read_ledger(fd)))
+    seen = M.read_ledger(fd)
+    ok(any(r[0] == g and r[2] == 30 * MIB and r[3] == 30 * MIB for r in seen),
+       "a grower keeps its 30 while it waits for 30 more", "records: %r" % seen)
+    # A newcomer's 10 would fit beside 60 and 30 held, but not before the
+    # grower's wait: it comes later, so it queues behind it.
+    late = child(path, 10 * MIB, limit, 0.0, log)
+    for p in (holder, g, late):
+        os.waitpid(p, 0)
+    got, grown = read_log(log), grow_log(glog)
+    ok(grown.get(g, ("?",))[:2] == ("granted", 60) and grown[g][3] >= got[holder][2],
+       "the grower is granted 60 once the holder releases", "holder %r, grower %r" % (
+           got.get(holder), grown.get(g)))
+    ok(late in got and got[late][1] >= got[holder][2],
+       "a later newcomer does not go ahead of a waiting grower", "holder %r, newcomer %r" % (
+           got.get(holder), got.get(late)))
+
+    # Two holders each growing beyond what the other leaves: the later
+    # ticket gives up at once, keeping its 40; the earlier is granted once
+    # it releases.
+    os.unlink(glog)
+    first = grower(path, 40 * MIB, 70 * MIB, limit, 0.3, 0.0, glog, wait_s=10.0)
+    wait_for(lambda: any(r[0] == first for r in M.read_ledger(fd)))
+    second = grower(path, 40 * MIB, 70 * MIB, limit, 0.3, 0.5, glog, wait_s=10.0)
+    for p in (first, second):
+        os.waitpid(p, 0)
+    grown, done = grow_log(glog), read_log(glog)
+    a, b = grown.get(first, ("?",)), grown.get(second, ("?",))
+    ok(b[:2] == ("deadlock", 40) and b[3] - b[2] < 1.0,
+       "of two growers that would deadlock the later gives up at once, keeping its 40",
+       "later %r" % (b,))
+    ok(a[:2] == ("granted", 70) and a[3] >= done[second][4],
+       "the earlier is granted its 70 once the later releases",
+       "earlier %r, later released %r" % (a, done.get(second)))
+
+    # A deadline while growing: what it held, its record standing, no wait.
+    os.unlink(log)
+    os.unlink(glog)
+    holder = child(path, 60 * MIB, limit, 1.5, log)
+    wait_for(lambda: any(r[2] == 60 * MIB for r in M.read_ledger(fd)))
+    g = grower(path, 30 * MIB, 60 * MIB, limit, 0.0, 0.5, glog, wait_s=0.3)
+    wait_for(lambda: g in grow_log(glog))
+    seen = M.read_ledger(fd)
+    grown = grow_log(glog)
+    ok(grown.get(g, ("?",))[:2] == ("deadline", 30) and
+       any(r[0] == g and r[2] == 30 * MIB and r[3] == 0 for r in seen),
+       "a growth past its deadline keeps its 30, its record standing without a wait",
+       "grower %r, records %r" % (grown.get(g), seen))
+    for p in (holder, g):
+        os.waitpid(p, 0)
+
+    # Beyond the limit a growth can never fit: it returns at once.
+    led = M.Ledger(fd)
+    led.reserve(30 * MIB, limit, lambda: True)
+    t0 = time.monotonic()
+    got = led.grow(200 * MIB, limit, lambda: True)
+    ok(got == 30 * MIB and led.gave_up == "limit" and time.monotonic() - t0 < 0.1,
+       "a growth beyond the limit returns at once with what is held")
     led.release()
     os.close(fd)
 
