@@ -284,12 +284,16 @@ class MemoryPlan:
     def grow_memory(self, nbytes):
         """The reservation made nbytes: shrunk at once, or grown, waiting
         while the GPU's other evaluations leave too little (Ledger.grow:
-        it stops short at the deadline, or where waiting would deadlock,
+        it stops short at half the time left, or where waiting would deadlock,
         ledger.gave_up then says which).  env.mem_wait_ms is the whole
         wait, admission's included.  Returns the bytes now reserved."""
         env = self.res["env"]
         budget = self.budget()
-        self.mem_reserved = self.ledger.grow(nbytes, budget, lambda: self.time_left_for(4))
+        # At most half the time left: the trials and the timing phase after
+        # it need theirs, and a plan reduced in time beats none.
+        until = time.monotonic() + max(self.deadline - time.monotonic(), 0.0) / 2
+        self.mem_reserved = self.ledger.grow(
+            nbytes, budget, lambda: time.monotonic() < until and self.time_left_for(4))
         env["mem_wait_ms"] = "%.0f" % (self.ledger.waited_s * 1e3)
         env["mem_reserved"] = "%s of %s" % (_fmt(self.mem_reserved), _fmt(budget))
         return self.mem_reserved

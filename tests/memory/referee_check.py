@@ -8,6 +8,7 @@ imports for its workers are stood in for.  Prints TAP.
 Usage: python3 tests/memory/referee_check.py"""
 import os
 import sys
+import time
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -77,6 +78,7 @@ class Evaluation(MemoryPlan):
                 "gen": {"alloc": fp["weights"] + fp["in"]},
                 "call": {"peak": peak, "peak_reserved": int(peak * factor)}}
         self.mem_seen = {"ref": seen, "cand": seen}
+        self.deadline = time.monotonic() + 60.0
 
     def time_left_for(self, pairs):
         return True
