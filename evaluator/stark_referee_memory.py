@@ -114,6 +114,10 @@ class MemoryPlan:
         if all(type(est.get(k)) is int and est[k] >= 0 for k in keys):
             self.fp_estimated = {k: est[k] for k in keys}
             env["mem_estimate"] = _fp_text(self.fp_estimated)
+            if self.cuda:
+                # The allocator's rounding until the first trial measures
+                # it (stark_memory.ALLOC_FACTOR_EST).
+                self.fp_estimated["factor"] = M.ALLOC_FACTOR_EST
         else:
             env["mem_estimate"] = ("none: %s" % str(est.get("error", "?")))[:300]
         total = self.dev_total if self.cuda else budget
@@ -126,7 +130,7 @@ class MemoryPlan:
                 raise Verdict("error", "the problem cannot be judged on %s: one evaluation "
                               "needs at least %s of its memory (the reference's %s, held in "
                               "both workers%s), and the evaluator allows itself %s there%s" % (
-                                  where, _fmt(floor), _fp_text(self.fp_estimated),
+                                  where, _fmt(floor), _fp_text({k: self.fp_estimated[k] for k in keys}),
                                   ", and their CUDA contexts" if self.cuda else "",
                                   _fmt(budget),
                                   " of the device's %s" % _fmt(total) if self.cuda else
