@@ -236,12 +236,12 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         """The probes (operators; precision and shape only for a candidate
         stark's trials passed) and the timing phase."""
         t0 = time.monotonic()
-        with self.gpu_shared():
+        with self.gpu_shared("the operator probe"):
             self.probe_ops()
         t1 = time.monotonic()
         if not self.lenient:
             # Precision is stark's question about a candidate it passed.
-            with self.gpu_shared():
+            with self.gpu_shared("the precision probe"):
                 self.probe_precision()
             self.judge_precision()
         t2 = time.monotonic()
@@ -249,8 +249,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
             self.time_models()
         t3 = time.monotonic()
         if not self.lenient:
-            with self.gpu_shared():
-                self.probe_shape()
+            self.gpu_optional(self.probe_shape, "shape_probe", "the call at another shape")
         # The probes' cost, which stage_ms leaves out: ops, precision, shape.
         self.res["env"]["probe_ms"] = "%.0f/%.0f/%.0f" % (
             (t1 - t0) * 1e3, (t2 - t1) * 1e3, (time.monotonic() - t3) * 1e3)
@@ -457,7 +456,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
             variant = t % 2 == 1
             what = "trial %d of %d%s" % (t + 1, trials, ", scaled inputs" if variant else "")
             t1 = time.monotonic()
-            with self.gpu_shared():
+            with self.gpu_shared(what):
                 # The first trial is judged for precision too (judge_precision).
                 _, replies, _, bad = self.run_pair("trial-%d" % t, what, variant=variant,
                                                    repeat=t == 0,

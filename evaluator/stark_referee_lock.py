@@ -32,6 +32,18 @@ def lock_usable(fd):
     return stat.S_ISREG(st.st_mode) and (fl & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
 
 
+class LockNotFree(Verdict):
+    """The GPU lock was not free before the evaluation's deadline: the
+    evaluator's own queue (the other evaluations' timings on the GPU), so an
+    error and never the candidate's doing."""
+
+    def __init__(self, what):
+        super().__init__("error", "the GPU lock (held by other evaluations' timings) was not "
+                         "free before the evaluation's deadline, for %s (the evaluator's "
+                         "limit: fewer evaluations in flight on this GPU, or a longer "
+                         "--timeout, would let it run)" % what)
+
+
 class GpuLock:
     """The part of Evaluation that takes and lets go of the GPU lock."""
 
@@ -96,18 +108,29 @@ class GpuLock:
                 pass
 
     @contextlib.contextmanager
-    def gpu_shared(self):
+    def gpu_shared(self, what="a step on the GPU"):
         """One step of GPU work outside the timing phase (loading, a trial,
         a probe) under the GPU lock, shared; let go after the step, so a
-        timing that waits gets its turn.  Raises a timeout Verdict when the
-        deadline comes first."""
+        timing that waits gets its turn.  Raises LockNotFree (an error: the
+        evaluator's queue) when the deadline comes first."""
         if not (self.cuda and self.lock_fd is not None):
             yield
             return
         if not self.take_lock(exclusive=False):
-            raise Verdict("timeout", "the GPU lock (held by other evaluations' timings) was "
-                          "not free before the evaluation's deadline")
+            raise LockNotFree(what)
         try:
             yield
         finally:
             self.release_lock()
+
+    def gpu_optional(self, fn, key, what):
+        """fn() as a step under the shared GPU lock, for a step the verdict
+        can do without (the checks after the timing): skipped when the lock
+        is not free before the deadline, env[key] saying so.  Returns fn's
+        result, or None when skipped."""
+        try:
+            with self.gpu_shared(what):
+                return fn()
+        except LockNotFree as e:
+            self.res["env"][key] = ("skipped: %s" % e.message)[:900]
+            return None

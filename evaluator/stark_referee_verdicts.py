@@ -34,6 +34,7 @@ trials as to stark's own.
 import stark_rules as R
 from stark_referee_common import Verdict, number
 from stark_referee_compare import RECHECK_SLACK
+from stark_referee_lock import LockNotFree
 from stark_referee_workers import Stopped
 
 KB_PRECISION = "fp32"   # --precision's default (the request's "precision")
@@ -96,11 +97,16 @@ class Verdicts:
         for t, seed in enumerate(seeds):
             what = "KernelBench trial %d of %d" % (t + 1, n)
             try:
-                with self.gpu_shared():
+                with self.gpu_shared(what):
                     r = self._kb_trial(t, seed, what, tol)
             except _KbStop as s:
                 stop = (s.status, "trial %d: %s" % (t + 1, s.why))
                 kb["trials_run"] = t + 1
+                break
+            except LockNotFree as v:
+                # The evaluator's queue, after stark's verdict is complete:
+                # KernelBench's verdict is left undecided, never blamed.
+                stop = ("error", "trial %d not run: %s" % (t + 1, v.message))
                 break
             except Verdict as v:
                 if v.check is not None:

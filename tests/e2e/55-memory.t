@@ -8,7 +8,8 @@
 # names our limit; a phase the run jail cannot hold (the reference's
 # float64 runs) skipped with our limit named, never charged; the memory
 # plan, the GPU memory ledger across processes and the referee's use of
-# it (tests/memory/plan_check.py, ledger_check.py, referee_check.py).
+# it, and the GPU lock's queue past the deadline (tests/memory/plan_check.py,
+# ledger_check.py, referee_check.py, lock_check.py).
 # About 100 s.  Prints TAP.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -45,7 +46,7 @@ case_() {
 	fi
 }
 
-echo "1..15"
+echo "1..16"
 if [ ! -x "$STARK" ]; then
 	for i in $(seq 15); do echo "not ok $i - $STARK is not built"; done
 	exit 1
@@ -130,5 +131,12 @@ if out=$("$PY" $M/referee_check.py 2>&1) && ! grep -q "^not ok" <<<"$out"; then
 	ok "the referee's memory: $(grep -c '^ok' <<<"$out") checks of re-planning and placements"
 else
 	not_ok "the referee's memory" "$(grep -A3 '^not ok' <<<"$out" | head -20)"
+fi
+# The GPU lock's queue past the deadline: the evaluator's error, or a
+# skipped optional step (its own TAP).
+if out=$("$PY" $M/lock_check.py 2>&1) && ! grep -q "^not ok" <<<"$out"; then
+	ok "the GPU lock's queue: $(grep -c '^ok' <<<"$out") checks of errors and skipped steps"
+else
+	not_ok "the GPU lock's queue" "$(grep -A3 '^not ok' <<<"$out" | head -20)"
 fi
 exit $failed

@@ -1,0 +1,139 @@
+"""The referee's GPU lock (evaluator/stark_referee_lock.py) when other
+evaluations' timings hold it past the deadline: that wait is the
+evaluator's queue, so a step that needs the lock ends as an `error` naming
+the evaluator's limit (never the candidate's `timeout`), and a step the
+verdict can do without (the checks after the timing) is skipped with a
+note.  The lock is held by a real process on a real lock file.  No GPU and
+no torch.  Prints TAP.  Usage: python3 tests/memory/lock_check.py"""
+import fcntl
+import os
+import signal
+import sys
+import tempfile
+import time
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "evaluator"))
+sys.modules["_stark"] = types.SimpleNamespace(limits=lambda: {})
+
+import stark_referee_lock as L  # noqa: E402
+
+n = 0
+failed = 0
+
+
+def ok(cond, what, *notes):
+    global n, failed
+    n += 1
+    print("%s %d - %s" % ("ok" if cond else "not ok", n, what))
+    if not cond:
+        failed = 1
+        for line in notes:
+            print("# %s" % line)
+
+
+class Evaluation(L.GpuLock):
+    """The attributes of stark_referee.Evaluation the GPU lock reads; the
+    deadline comes `wait_s` seconds after each step begins to wait."""
+
+    def __init__(self, fd, wait_s=0.3):
+        self.cuda = True
+        self.lock_fd = fd
+        self.lock_held = None
+        self.lock_wait = {}
+        self.res = {"env": {}}
+        self.wait_s = wait_s
+        self.until = None
+
+    def time_left_for(self, pairs):
+        if self.until is None:
+            self.until = time.monotonic() + self.wait_s
+        return time.monotonic() < self.until
+
+
+def holder(path):
+    """A process holding the GPU lock exclusively (another evaluation's
+    timing), until killed."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        fd = os.open(path, os.O_RDWR)
+        fcntl.lockf(fd, fcntl.LOCK_EX, 1, L.LOCK_GPU)
+        os.write(w, b"x")
+        while True:
+            time.sleep(1)
+    os.close(w)
+    os.read(r, 1)
+    os.close(r)
+    return pid
+
+
+def can_take(path):
+    """Whether another process could take the GPU lock exclusively now."""
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(path, os.O_RDWR)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, L.LOCK_GPU)
+            os._exit(0)
+        except OSError:
+            os._exit(1)
+    return os.waitpid(pid, 0)[1] == 0
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="stark-lock-check.")
+    path = os.path.join(tmp, "gpu.lock")
+    with open(path, "wb") as f:
+        f.write(b"\0" * 4096)
+    fd = os.open(path, os.O_RDWR)
+    pid = holder(path)
+    try:
+        ev = Evaluation(fd)
+        ran = []
+        t0 = time.monotonic()
+        try:
+            with ev.gpu_shared("trial 1 of 5"):
+                ran.append("trial")
+            got = None
+        except L.Verdict as v:
+            got = v
+        ok(got is not None and got.status == "error" and isinstance(got, L.LockNotFree),
+           "a step that cannot get the GPU lock before the deadline is an error, not a timeout",
+           "got %r" % ((got and (got.status, got.message)),))
+        ok(got is not None and "evaluator's limit" in got.message and "trial 1 of 5" in
+           got.message and not ran, "the error names the step and the evaluator's limit",
+           "got %r, ran %r" % (got and got.message, ran))
+        ok(time.monotonic() - t0 < 5, "it waited until the deadline, no longer")
+
+        ev = Evaluation(fd)
+        r = ev.gpu_optional(lambda: ran.append("probe") or 7, "shape_probe",
+                            "the call at another shape")
+        note = ev.res["env"].get("shape_probe", "")
+        ok(r is None and "probe" not in ran and note.startswith("skipped: ") and
+           "evaluator's limit" in note and "another shape" in note,
+           "a step the verdict can do without is skipped, with a note saying why",
+           "returned %r, ran %r, note %r" % (r, ran, note))
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+    ev = Evaluation(fd)
+    held = []
+    r = ev.gpu_optional(lambda: held.append(not can_take(path)) or 7, "shape_probe",
+                        "the call at another shape")
+    ok(r == 7 and held == [True] and "shape_probe" not in ev.res["env"],
+       "with the lock free the step runs under it and returns its result",
+       "returned %r, held %r, env %r" % (r, held, ev.res["env"]))
+    ok(can_take(path) and ev.lock_held is None, "and lets the lock go after the step")
+    os.close(fd)
+    os.unlink(path)
+    os.rmdir(tmp)
+    print("1..%d" % n)
+    return failed
+
+
+if __name__ == "__main__":
+    sys.exit(main())
