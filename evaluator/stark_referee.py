@@ -126,7 +126,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
     def __init__(self, req):
         self.req = req
         self.t_start = _stark.start_ns() / 1e9
-        self.deadline = self.t_start + req["wall_ms"] / 1000.0 - DEADLINE_MARGIN_S
+        self.queue_init(self.t_start + req["wall_ms"] / 1000.0 - DEADLINE_MARGIN_S)
         self.wall_s = req["wall_ms"] / 1000.0
         self.stage = req["stage"]
         self.problem = None
@@ -263,6 +263,8 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         # closes every descriptor but their socket).
         if lock_usable(LOCK_FD):
             self.lock_fd = LOCK_FD
+            # The GPU is shared: its queue may move the deadline on.
+            self.queue_allow_s = self.wall_s
         self.env_facts()
         # No CUDA call here (torch.cuda.is_available() included): a CUDA
         # runtime initialized before fork is unusable in the workers.  The
@@ -633,6 +635,7 @@ def _again_alone(ev, req, res):
     while _ENDING:
         _ENDING.pop().teardown()
     again = Evaluation(dict(req, mem_alone=True))
+    again.queue_s = ev.queue_s          # one process, one deadline, one queue
     res2 = again.run()
     res2["env"]["mem_retried"] = ("judged again alone on the GPU: %s" % ev.mem_retry)[:600]
     return res2

@@ -249,7 +249,8 @@ class MemoryPlan:
             return
         try:
             self.ledger = M.Ledger(self.lock_fd)
-            ok = self.ledger.reserve(nbytes, budget, lambda: self.time_left_for(4))
+            with self.queued():
+                ok = self.ledger.reserve(nbytes, budget, lambda: self.time_left_for(4))
         except (M.LedgerError, OSError) as e:
             self.ledger = None
             env["mem_ledger"] = ("unusable: %s" % e)[:200]
@@ -296,8 +297,9 @@ class MemoryPlan:
         # At most half the time left: the trials and the timing phase after
         # it need theirs, and a plan reduced in time beats none.
         until = time.monotonic() + max(self.deadline - time.monotonic(), 0.0) / 2
-        self.mem_reserved = self.ledger.grow(
-            nbytes, budget, lambda: time.monotonic() < until and self.time_left_for(4))
+        with self.queued():
+            self.mem_reserved = self.ledger.grow(
+                nbytes, budget, lambda: time.monotonic() < until and self.time_left_for(4))
         env["mem_wait_ms"] = "%.0f" % (self.ledger.waited_s * 1e3)
         env["mem_reserved"] = "%s of %s" % (_fmt(self.mem_reserved), _fmt(budget))
         return self.mem_reserved

@@ -52,6 +52,22 @@ static int make_pipes(int fds[P_COUNT][2])
 	return 0;
 }
 
+/*
+ * The process's deadline: the request's wall time and the grace period,
+ * and where the GPU is shared (the GPU lock passed) the wall time again
+ * for the evaluator's queue on it.  The evaluator keeps its own deadline
+ * at the request's wall time, moved on only by its waits in that queue
+ * (the memory ledger, the GPU lock: stark_referee_lock.queued), so this
+ * one is a backstop against a stuck evaluator, never reached by one that
+ * keeps its clock.
+ */
+static uint64_t outer_wall_ms(const struct evalrun_opts *o, const struct proto_request *rq)
+{
+	uint64_t wall = rq->wall_ms;
+
+	return wall + o->grace_ms + (o->lock_fd >= 0 ? wall : 0);
+}
+
 /* The exec'd form: the evaluator binary, spawned in its jail here. */
 static int start_exec(struct evalrun *er, const struct evalrun_opts *o,
 		      const struct proto_request *rq, int p[P_COUNT][2])
@@ -80,7 +96,7 @@ static int start_exec(struct evalrun *er, const struct evalrun_opts *o,
 		cfg.required = o->required;
 	cfg.insecure = o->insecure;
 	cfg.run_exec = o->sandbox == SANDBOX_RUN && proto_request_run_exec(rq);
-	cfg.wall_ms = (uint64_t)rq->wall_ms + o->grace_ms;
+	cfg.wall_ms = outer_wall_ms(o, rq);
 	argv[0] = (char *)o->evaluator;
 	argv[1] = o->sandbox == SANDBOX_RUN ? (char *)"--jailed" : NULL;
 	argv[2] = NULL;
@@ -116,7 +132,7 @@ static int make_job(const struct evalrun_opts *o, const struct proto_request *rq
 	job->required = (cfg.required & sandbox_layers_available(o->sandbox)) | SANDBOX_L_FDS;
 	job->mem_bytes = o->mem_bytes;
 	job->oom_grace_ms = o->oom_grace_ms;
-	job->wall_ms = (uint64_t)rq->wall_ms + o->grace_ms;
+	job->wall_ms = outer_wall_ms(o, rq);
 	job->owner_pid = (int32_t)getpid();
 	if (o->nbinds > EVAL_ZBINDS)
 		return stark_error(ST_EINVAL, "evalrun: %zu binds, the zygote takes %u", o->nbinds,
@@ -290,7 +306,8 @@ int evalrun_start(const struct evalrun_opts *o, const struct proto_request *rq,
 						    "all");
 	er->si.zygote = o->zygote != NULL;
 	er->start_ns = clock_mono_ns();
-	er->deadline_ns = er->start_ns + ((uint64_t)rq->wall_ms + o->grace_ms) * 1000000ull;
+	er->deadline_ns = er->start_ns + outer_wall_ms(o, rq) * 1000000ull;
+	er->queued = o->lock_fd >= 0;
 	rc = o->zygote ? start_zygote(er, o, rq, p) : start_exec(er, o, rq, p);
 	if (rc)
 		goto out_pipes;

@@ -39,6 +39,7 @@ struct evalrun {
 	unsigned layers;
 	uint64_t start_ns, deadline_ns;
 	uint32_t wall_ms;
+	bool queued;		/* the GPU is shared: its queue's time allowed */
 	char *id;
 	char **env;		/* owned copy of the environment given */
 };

@@ -43,8 +43,9 @@ int evalrun__synthesize(struct evalrun *er, struct proto_result *rs, const char 
 	if (er->deadline_hit || ex->how == SANDBOX_DEADLINE) {
 		rs->status = PROTO_ST_TIMEOUT;
 		return proto_result_set_message(
-			rs, "the evaluator did not finish within its wall-clock limit of %.0f s (plus %.0f s grace); its process tree was killed",
-			wall_s, (double)(er->deadline_ns - er->start_ns) / 1e9 - wall_s);
+			rs, "the evaluator did not finish within its wall-clock limit of %.0f s (plus %.0f s %s); its process tree was killed",
+			wall_s, (double)(er->deadline_ns - er->start_ns) / 1e9 - wall_s,
+			er->queued ? "for its grace and its queue on the shared GPU" : "grace");
 	}
 	if (er->zyg_lost) {
 		rs->status = PROTO_ST_ERROR;

@@ -3,7 +3,9 @@ evaluations' timings hold it past the deadline: that wait is the
 evaluator's queue, so a step that needs the lock ends as an `error` naming
 the evaluator's limit (never the candidate's `timeout`), and a step the
 verdict can do without (the checks after the timing) is skipped with a
-note.  The lock is held by a real process on a real lock file.  No GPU and
+note; and the wait moves the evaluation's deadline on, within its
+allowance (the queue's clock).  The lock is held by a real process on a
+real lock file.  No GPU and
 no torch.  Prints TAP.  Usage: python3 tests/memory/lock_check.py"""
 import fcntl
 import os
@@ -45,6 +47,7 @@ class Evaluation(L.GpuLock):
         self.res = {"env": {}}
         self.wait_s = wait_s
         self.until = None
+        self.queue_init(time.monotonic() + 60.0)
 
     def time_left_for(self, pairs):
         if self.until is None:
@@ -64,6 +67,35 @@ def holder(path):
         os.write(w, b"x")
         while True:
             time.sleep(1)
+    os.close(w)
+    os.read(r, 1)
+    os.close(r)
+    return pid
+
+
+class Clocked(Evaluation):
+    """Its deadline as the referee's: the queue's clock moves it on."""
+
+    def __init__(self, fd, left_s, allow_s):
+        super().__init__(fd)
+        self.queue_init(time.monotonic() + left_s)
+        self.queue_allow_s = allow_s
+
+    def time_left_for(self, pairs):
+        return time.monotonic() + 0.05 < self.deadline
+
+
+def holder_for(path, secs):
+    """Another evaluation's timing holding the GPU lock for secs seconds."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        fd = os.open(path, os.O_RDWR)
+        fcntl.lockf(fd, fcntl.LOCK_EX, 1, L.LOCK_GPU)
+        os.write(w, b"x")
+        time.sleep(secs)
+        os._exit(0)
     os.close(w)
     os.read(r, 1)
     os.close(r)
@@ -128,6 +160,39 @@ def main():
        "with the lock free the step runs under it and returns its result",
        "returned %r, held %r, env %r" % (r, held, ev.res["env"]))
     ok(can_take(path) and ev.lock_held is None, "and lets the lock go after the step")
+
+    # The queue's clock: a wait for the lock longer than the time that was
+    # left moves the deadline on, within the allowance.
+    pid = holder_for(path, 1.0)
+    ev = Clocked(fd, 0.3, 10.0)
+    base = ev.deadline
+    t0 = time.monotonic()
+    try:
+        with ev.gpu_shared("trial 1 of 5"):
+            got = "ran"
+    except L.Verdict as v:
+        got = v.message
+    waited = time.monotonic() - t0
+    os.waitpid(pid, 0)
+    moved = ev.deadline - base
+    ok(got == "ran" and waited >= 0.9 and abs(moved - waited) < 0.1 and
+       ev.res["env"].get("queue_ms", "").endswith(" of 10000"),
+       "a wait in the GPU's queue moves the deadline on by as long as it lasted",
+       "got %r after %.2f s, deadline moved %.2f s, env %r" % (got, waited, moved, ev.res["env"]))
+    ev.release_lock()
+    pid = holder_for(path, 1.0)
+    ev = Clocked(fd, 0.3, 0.2)
+    t0 = time.monotonic()
+    try:
+        with ev.gpu_shared("trial 1 of 5"):
+            got = "ran"
+    except L.LockNotFree:
+        got = "error"
+    waited = time.monotonic() - t0
+    os.waitpid(pid, 0)
+    ok(got == "error" and 0.35 < waited < 0.9,
+       "no further than its allowance: then the step is the evaluator's error",
+       "got %r after %.2f s" % (got, waited))
     os.close(fd)
     os.unlink(path)
     os.rmdir(tmp)

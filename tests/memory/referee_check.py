@@ -18,6 +18,7 @@ sys.modules["_stark"] = types.SimpleNamespace(limits=lambda: {})
 sys.modules["stark_wire"] = types.SimpleNamespace(PLAN="plan")
 
 import stark_memory as M  # noqa: E402
+from stark_referee_lock import GpuLock  # noqa: E402
 from stark_referee_memory import MemoryPlan  # noqa: E402
 
 GIB, MIB = M.GIB, M.MIB
@@ -59,7 +60,7 @@ class Ledger:
         return self.free_bytes
 
 
-class Evaluation(MemoryPlan):
+class Evaluation(MemoryPlan, GpuLock):
     """The attributes of stark_referee.Evaluation that the memory plan
     reads, for a footprint fp measured alike in both workers (its
     allocator holding `factor` times its peak)."""
@@ -78,7 +79,7 @@ class Evaluation(MemoryPlan):
                 "gen": {"alloc": fp["weights"] + fp["in"]},
                 "call": {"peak": peak, "peak_reserved": int(peak * factor)}}
         self.mem_seen = {"ref": seen, "cand": seen}
-        self.deadline = time.monotonic() + 60.0
+        self.queue_init(time.monotonic() + 60.0)
 
     def time_left_for(self, pairs):
         return True

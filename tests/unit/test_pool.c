@@ -542,6 +542,36 @@ START_TEST(zygote_deadline_and_cancel)
 	ck_assert_uint_lt(clock_mono_ns() - t0, 6000000000ull);
 	ck_assert_uint_eq(jail_tasks(tasks, 64), 0);
 	proto_result_release(&rs);
+	/* On a shared GPU (the lock passed) the evaluator's waits in its queue
+	 * move its own deadline on, so the backstop allows the wall time
+	 * again: 3 + 3 + 1 s. */
+	{
+		char lerr[256];
+
+		o.lock_fd = evalrun_gpu_lock_open(NULL, lerr, sizeof(lerr));
+		ck_assert_msg(o.lock_fd >= 0, "%s", lerr);
+		ck_assert_int_eq(evalrun_start(&o, &rq, &er), 0);
+		n = jail_tasks(tasks, 64);
+		ck_assert_uint_gt(n, 0);
+		for (size_t i = 0; i < n; i++)
+			kill(tasks[i], SIGSTOP);
+		t0 = clock_mono_ns();
+		while (evalrun_poll(er, -1) == 0)
+			;
+		proto_result_init(&rs);
+		ck_assert_int_eq(evalrun_finish(er, &rs, NULL), 0);
+		evalrun_free(er);
+		ck_assert_int_eq(rs.status, PROTO_ST_TIMEOUT);
+		ck_assert_msg(strstr(rs.message, "wall-clock limit of 3 s (plus 4 s for its grace and "
+						 "its queue on the shared GPU)"),
+			      "%s", rs.message);
+		ck_assert_uint_gt(clock_mono_ns() - t0, 5500000000ull);
+		ck_assert_uint_lt(clock_mono_ns() - t0, 9000000000ull);
+		ck_assert_uint_eq(jail_tasks(tasks, 64), 0);
+		proto_result_release(&rs);
+		close(o.lock_fd);
+		o.lock_fd = -1;
+	}
 	/* Cancel: ends at once as "error", nothing of the jail left. */
 	proto_request_release(&rq);
 	make_request(&rq, CAND_HANG, 60000);
