@@ -133,6 +133,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         self.workers = []
         self.ref = None
         self.cand = None
+        self.ref_stochastic = []    # the reference's random modules (LOAD's "stochastic")
         self.tmp_cache = None
         self.seed = None
         self.res = {"status": "error", "message": "", "log": "", "flags": [],
@@ -422,8 +423,11 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
             self.talk(w, "loading", w.chan.send_json, W.LOAD,
                       {"init_seed": init_seed}, self.deadline)
         t0 = time.monotonic()
-        self.note_mem("ref", "load", self.talk(self.ref, "loading", self.expect_ok, self.ref,
-                                               "construction of Model"))
+        ref_info = self.talk(self.ref, "loading", self.expect_ok, self.ref,
+                             "construction of Model")
+        self.note_mem("ref", "load", ref_info)
+        self.ref_stochastic = [str(x)[:80] for x in (ref_info.get("stochastic") or [])
+                               if isinstance(x, str)][:4] if isinstance(ref_info, dict) else []
         if compiled:
             self.compile_reference(init_seed)
             self.talk(self.cand, "loading", self.cand.chan.send_json, W.LOAD,

@@ -290,10 +290,13 @@ class DataPath:
         nbad = int_field(rep, "nbad")
         amax = number(rep.get("max_abs"))
         if nbad:
+            why = self.ref_stochastic
             raise Verdict("error", "the problem's reference is not deterministic: run twice "
                           "on the same inputs (trial 1), its output %d differs in %d of %d "
                           "elements beyond the tolerance (max abs difference %.3g), so no "
-                          "candidate can be judged against it"
-                          % (int_field(rep, "index"), nbad, int_field(rep, "numel"), amax))
+                          "candidate can be judged against it%s"
+                          % (int_field(rep, "index"), nbad, int_field(rep, "numel"), amax,
+                             "; its modules that draw random numbers in training mode, "
+                             "as the problem runs them: %s" % "; ".join(why) if why else ""))
         env["reference_repeat"] = ("not bitwise: two runs on the same inputs differ by up "
                                    "to %.3g, within the tolerance" % amax)

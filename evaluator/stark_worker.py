@@ -73,6 +73,28 @@ def _error(phase, exc, extra=None):
     return info
 
 
+# Modules that draw random numbers in training mode (KernelBench runs its
+# models as constructed, in training mode).
+STOCHASTIC = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,
+              torch.nn.AlphaDropout, torch.nn.FeatureAlphaDropout, torch.nn.RReLU)
+
+
+def _stochastic(model):
+    """The reference's modules that draw random numbers as it runs (in
+    training mode, with a probability above 0 where they have one), named
+    as the model names them: at most 4, for the message of a reference
+    that is not deterministic."""
+    out = []
+    if not isinstance(model, torch.nn.Module):
+        return out
+    for name, m in model.named_modules():
+        if isinstance(m, STOCHASTIC) and m.training and getattr(m, "p", 1) > 0:
+            out.append("%s: %s" % (name or "the model", repr(m)[:60]))
+            if len(out) == 4:
+                break
+    return out
+
+
 def _no_model_new():
     """The error of a solution without a class ModelNew."""
     return {"phase": "load", "type": "MissingModelNew",
@@ -331,7 +353,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
                 self.model, _ = self._construct(self.problem.Model, init_seed, True)
             except BaseException as e:
                 return None, _error("construct", e)
-            return {}, None
+            return {"stochastic": _stochastic(self.model)}, None
         phase = "load"
         try:
             sol = self._load_solution()

@@ -6,7 +6,8 @@
 # a candidate that takes far more than the reference crashes with both
 # figures, inputs that the evaluator's side cannot hold are an error that
 # names our limit; a phase the run jail cannot hold (the reference's
-# float64 runs) skipped with our limit named, never charged; the memory
+# float64 runs) skipped with our limit named, never charged; a reference
+# that is not deterministic an error naming its random modules; the memory
 # plan, the GPU memory ledger across processes and the referee's use of
 # it, and the GPU lock's queue past the deadline (tests/memory/plan_check.py,
 # ledger_check.py, referee_check.py, lock_check.py).
@@ -46,9 +47,9 @@ case_() {
 	fi
 }
 
-echo "1..16"
+echo "1..17"
 if [ ! -x "$STARK" ]; then
-	for i in $(seq 15); do echo "not ok $i - $STARK is not built"; done
+	for i in $(seq 17); do echo "not ok $i - $STARK is not built"; done
 	exit 1
 fi
 
@@ -111,6 +112,13 @@ else
 	case_ "a phase that cannot fit the run jail is skipped, named, never charged" \
 		"STARK_RUN_MEM_MIB=2048" correct $M/f64_cap/problem.py $M/f64_cap/honest.py "$skipped"
 fi
+
+# A reference that is not deterministic (dropout in training mode): an
+# error that says by how much, and names the modules that draw random
+# numbers (level 2's 66_Matmul_Dropout_Softmax at its real size).
+case_ "a reference that is not deterministic: an error naming its random modules" "" \
+	error tests/gpu/memory/dropout/problem.py tests/gpu/memory/dropout/honest.py \
+	'"not deterministic" in j["message"] and "max abs difference" in j["message"] and "drop: Dropout(p=0.5" in j["message"]'
 
 # The plan's arithmetic and admission by it (its own TAP, summed up here).
 if out=$("$PY" $M/plan_check.py 2>&1) && ! grep -q "^not ok" <<<"$out"; then
