@@ -5,7 +5,9 @@
 # two batches at once, as cuda:0,cuda:1 are on a GPU host) with every
 # problem judged once and its result in the merged results.jsonl in the
 # problems' order; --max-seconds reports what it cut off as unjudged and
-# exits 1; a bare "cuda" in a list is refused.  About 15 s.  Prints TAP.
+# exits 1, and --resume judges what was cut off, then only what ended
+# `error`, keeping the other verdicts; a bare "cuda" in a list is
+# refused.  About 25 s.  Prints TAP.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${STARK_BUILD:-build}
@@ -20,7 +22,7 @@ n=0
 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
-echo "1..5"
+echo "1..7"
 
 KB=$T/kb/KernelBench/level1
 mkdir -p "$KB"
@@ -69,6 +71,41 @@ if [ "$rc" -eq 1 ] && [[ "$out" == *"--max-seconds 0.2 reached"* ]] &&
 	ok "--max-seconds: the rest reported unjudged, exit 1"
 else
 	not_ok "--max-seconds: exit $rc" "$(printf '%s\n' "$out" | tail -n 10)"
+fi
+
+# Resumed in the same folder: the three cut off are judged now.
+out=$("$PY" scripts/kernelbench "$T/kb" --level 1 --device cpu --stark "$STARK" \
+	--out "$T/cut" --resume -- --no-timing --trials 2 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && [[ "$out" == *"0 of 3 problems keep their verdicts"* ]] &&
+	[[ "$out" == *"level 1: 3 problems: correct 3"* ]]; then
+	ok "--resume judges what --max-seconds cut off"
+else
+	not_ok "--resume after a cut: exit $rc" "$(printf '%s\n' "$out" | tail -n 10)"
+fi
+
+# One verdict turned into the evaluator's error: only that one again.
+"$PY" - "$T/cut/results.jsonl" <<'PYEOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+rows[1]["status"] = "error"
+with open(sys.argv[1], "w") as f:
+    f.write("".join(json.dumps(r) + "\n" for r in rows))
+PYEOF
+out=$("$PY" scripts/kernelbench "$T/kb" --level 1 --device cpu --stark "$STARK" \
+	--out "$T/cut" --resume -- --no-timing --trials 2 2>&1)
+rc=$?
+lines=$(wc -l <"$T/cut/batch-0-cpu.txt" 2>/dev/null)
+kept=$("$PY" -c '
+import json, sys
+print(",".join(r["kb_problem"] + ":" + r["status"] for r in map(json.loads, open(sys.argv[1]))))' \
+	"$T/cut/results.jsonl" 2>&1)
+if [ "$rc" -eq 0 ] && [[ "$out" == *"2 of 3 problems keep their verdicts"* ]] && [ "$lines" = 1 ] &&
+	[[ "$(head -n 1 "$T/cut/batch-0-cpu.txt")" == *"2_LayerNorm.py"* ]] &&
+	[ "$kept" = "level1/1_Chain.py:correct,level1/2_LayerNorm.py:correct,level1/10_Cumsum.py:correct" ]; then
+	ok "--resume judges again only what ended error, keeping the rest in order"
+else
+	not_ok "--resume of an error: exit $rc, batch of $lines, rows $kept" "$(printf '%s\n' "$out" | tail -n 10)"
 fi
 
 out=$("$PY" scripts/kernelbench "$T/kb" --level 1 --device cuda,cuda:1 --stark "$STARK" \
