@@ -540,7 +540,6 @@ class Ledger:
         True once admitted (the record stands), False when given up (no
         record left)."""
         t0 = time.monotonic()
-        delay = 0.01
         self._mutex()
         try:
             if self.slot is None:
@@ -548,24 +547,21 @@ class Ledger:
             self._write(0, nbytes)
         finally:
             self._unmutex()
+
+        def step():
+            t = self._table()
+            held = sum(r[3] for r in t)
+            ahead = sum(r[4] for r in t if r[2] < self.ticket)
+            if held + ahead + nbytes <= limit or (not t and nbytes > limit):
+                self._write(nbytes, 0)
+                self.bytes = nbytes
+                return True
+            return None
         try:
-            while True:
-                self._mutex()
-                try:
-                    t = self._table()
-                    held = sum(r[3] for r in t)
-                    ahead = sum(r[4] for r in t if r[2] < self.ticket)
-                    if held + ahead + nbytes <= limit or (not t and nbytes > limit):
-                        self._write(nbytes, 0)
-                        self.bytes = nbytes
-                        return True
-                finally:
-                    self._unmutex()
-                if not until():
-                    self.release()
-                    return False
-                sleep(delay)
-                delay = min(delay * 2, 0.2)
+            if self._poll(step, until, sleep):
+                return True
+            self.release()
+            return False
         finally:
             self.waited_s += time.monotonic() - t0
 
@@ -587,35 +583,50 @@ class Ledger:
             self.gave_up = "limit"
             return self.bytes
         t0 = time.monotonic()
-        delay = 0.01
         me = (self.slot, os.getpid(), self.ticket, self.bytes, nbytes - self.bytes)
         self._mutex()
         try:
             self._write(self.bytes, nbytes - self.bytes)
         finally:
             self._unmutex()
+
+        def step():
+            t = self._table() + [me]
+            if _fits(t, me, limit):
+                self._write(nbytes, 0)
+                self.bytes = nbytes
+                return nbytes
+            if _deadlocked(t, me, limit):
+                self.gave_up = "deadlock"
+                self._write(self.bytes, 0)
+                return self.bytes
+            return None
         try:
-            while True:
-                self._mutex()
-                try:
-                    t = self._table() + [me]
-                    if _fits(t, me, limit):
-                        self._write(nbytes, 0)
-                        self.bytes = nbytes
-                        return nbytes
-                    if _deadlocked(t, me, limit):
-                        self.gave_up = "deadlock"
-                        self._write(self.bytes, 0)
-                        return self.bytes
-                finally:
-                    self._unmutex()
-                if not until():
-                    self.gave_up = "deadline"
-                    return self.resize(self.bytes, limit)
-                sleep(delay)
-                delay = min(delay * 2, 0.2)
+            got = self._poll(step, until, sleep)
+            if got is not None:
+                return got
+            self.gave_up = "deadline"
+            return self.resize(self.bytes, limit)
         finally:
             self.waited_s += time.monotonic() - t0
+
+    def _poll(self, step, until, sleep):
+        """step() under the mutex until it returns something other than
+        None, which is returned; None once until() returns False.  The
+        polls back off from 10 to 200 ms."""
+        delay = 0.01
+        while True:
+            self._mutex()
+            try:
+                got = step()
+            finally:
+                self._unmutex()
+            if got is not None:
+                return got
+            if not until():
+                return None
+            sleep(delay)
+            delay = min(delay * 2, 0.2)
 
     def resize(self, nbytes, limit):
         """Changes the reservation without waiting: a smaller one always, a

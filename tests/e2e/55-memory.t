@@ -120,31 +120,20 @@ case_ "a reference that is not deterministic: an error naming its random modules
 	error tests/gpu/memory/dropout/problem.py tests/gpu/memory/dropout/honest.py \
 	'"not deterministic" in j["message"] and "max abs difference" in j["message"] and "drop: Dropout(p=0.5" in j["message"]'
 
-# The plan's arithmetic and admission by it (its own TAP, summed up here).
-if out=$("$PY" $M/plan_check.py 2>&1) && ! grep -q "^not ok" <<<"$out"; then
-	ok "the memory plan: $(grep -c '^ok' <<<"$out") checks of phases, reductions and admission"
-else
-	not_ok "the memory plan" "$(grep -A3 '^not ok' <<<"$out" | head -20)"
-fi
-
-# The ledger across processes (its own TAP, summed up here).
-if out=$("$PY" $M/ledger_check.py 2>&1) && ! grep -q "^not ok" <<<"$out"; then
-	ok "the memory ledger: $(grep -c '^ok' <<<"$out") checks across processes"
-else
-	not_ok "the memory ledger" "$(grep -A3 '^not ok' <<<"$out" | head -20)"
-fi
-
-# The referee re-planning where its growth stops short (its own TAP).
-if out=$("$PY" $M/referee_check.py 2>&1) && ! grep -q "^not ok" <<<"$out"; then
-	ok "the referee's memory: $(grep -c '^ok' <<<"$out") checks of re-planning and placements"
-else
-	not_ok "the referee's memory" "$(grep -A3 '^not ok' <<<"$out" | head -20)"
-fi
-# The GPU lock's queue past the deadline: the evaluator's error, or a
-# skipped optional step (its own TAP).
-if out=$("$PY" $M/lock_check.py 2>&1) && ! grep -q "^not ok" <<<"$out"; then
-	ok "the GPU lock's queue: $(grep -c '^ok' <<<"$out") checks of errors and skipped steps"
-else
-	not_ok "the GPU lock's queue" "$(grep -A3 '^not ok' <<<"$out" | head -20)"
-fi
+# The checks in plain Python, each its own TAP summed up here as one line:
+# the plan's arithmetic and admission by it, the ledger across processes,
+# the referee re-planning where its growth stops short, and the GPU lock's
+# queue past the deadline (the evaluator's error, or a skipped step).
+sub_tap() {
+	local file=$1 what=$2 out
+	if out=$("$PY" "$M/$file" 2>&1) && ! grep -q "^not ok" <<<"$out"; then
+		ok "$what: $(grep -c '^ok' <<<"$out") checks"
+	else
+		not_ok "$what" "$(grep -A3 '^not ok' <<<"$out" | head -20)"
+	fi
+}
+sub_tap plan_check.py "the memory plan (phases, reductions and admission)"
+sub_tap ledger_check.py "the memory ledger across processes"
+sub_tap referee_check.py "the referee's memory (re-planning and placements)"
+sub_tap lock_check.py "the GPU lock's queue (errors, skipped steps, the deadline moved)"
 exit $failed

@@ -11,22 +11,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "evaluator"))
+sys.path.insert(0, HERE)
 
+from tap import done, ok  # noqa: E402
 import stark_memory as M  # noqa: E402
 
 MIB = 1 << 20
-n = 0
-failed = 0
-
-
-def ok(cond, what, *notes):
-    global n, failed
-    n += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", n, what))
-    if not cond:
-        failed = 1
-        for line in notes:
-            print("# %s" % line)
 
 
 def child(path, need, limit, hold_s, log, wait_s=20.0):
@@ -245,14 +235,14 @@ def main():
     second = grower(path, 40 * MIB, 70 * MIB, limit, 0.3, 0.5, glog, wait_s=10.0)
     for p in (first, second):
         os.waitpid(p, 0)
-    grown, done = grow_log(glog), read_log(glog)
+    grown, ended = grow_log(glog), read_log(glog)
     a, b = grown.get(first, ("?",)), grown.get(second, ("?",))
     ok(b[:2] == ("deadlock", 40) and b[3] - b[2] < 1.0,
        "of two growers that would deadlock the later gives up at once, keeping its 40",
        "later %r" % (b,))
-    ok(a[:2] == ("granted", 70) and a[3] >= done[second][4],
+    ok(a[:2] == ("granted", 70) and a[3] >= ended[second][4],
        "the earlier is granted its 70 once the later releases",
-       "earlier %r, later released %r" % (a, done.get(second)))
+       "earlier %r, later released %r" % (a, ended.get(second)))
 
     # A deadline while growing: what it held, its record standing, no wait.
     os.unlink(log)
@@ -298,8 +288,7 @@ def main():
     ok(M.over_allowance(5 * G, 1 * G) and not M.over_allowance(2 * G, 1 * G),
        "a candidate is over its allowance beyond twice the reference's plus 1 GiB")
 
-    print("1..%d" % n)
-    return failed
+    return done()
 
 
 if __name__ == "__main__":

@@ -17,22 +17,12 @@ import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "evaluator"))
+sys.path.insert(0, HERE)
 sys.modules["_stark"] = types.SimpleNamespace(limits=lambda: {})
 
+from tap import done, ok  # noqa: E402
 import stark_referee_lock as L  # noqa: E402
 
-n = 0
-failed = 0
-
-
-def ok(cond, what, *notes):
-    global n, failed
-    n += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", n, what))
-    if not cond:
-        failed = 1
-        for line in notes:
-            print("# %s" % line)
 
 
 class Evaluation(L.GpuLock):
@@ -55,9 +45,9 @@ class Evaluation(L.GpuLock):
         return time.monotonic() < self.until
 
 
-def holder(path):
+def holder(path, secs=None):
     """A process holding the GPU lock exclusively (another evaluation's
-    timing), until killed."""
+    timing), for secs seconds, or until killed."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -65,8 +55,10 @@ def holder(path):
         fd = os.open(path, os.O_RDWR)
         fcntl.lockf(fd, fcntl.LOCK_EX, 1, L.LOCK_GPU)
         os.write(w, b"x")
-        while True:
+        while secs is None:
             time.sleep(1)
+        time.sleep(secs)
+        os._exit(0)
     os.close(w)
     os.read(r, 1)
     os.close(r)
@@ -83,23 +75,6 @@ class Clocked(Evaluation):
 
     def time_left_for(self, pairs):
         return time.monotonic() + 0.05 < self.deadline
-
-
-def holder_for(path, secs):
-    """Another evaluation's timing holding the GPU lock for secs seconds."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        fd = os.open(path, os.O_RDWR)
-        fcntl.lockf(fd, fcntl.LOCK_EX, 1, L.LOCK_GPU)
-        os.write(w, b"x")
-        time.sleep(secs)
-        os._exit(0)
-    os.close(w)
-    os.read(r, 1)
-    os.close(r)
-    return pid
 
 
 def can_take(path):
@@ -163,7 +138,7 @@ def main():
 
     # The queue's clock: a wait for the lock longer than the time that was
     # left moves the deadline on, within the allowance.
-    pid = holder_for(path, 1.0)
+    pid = holder(path, 1.0)
     ev = Clocked(fd, 0.3, 10.0)
     base = ev.deadline
     t0 = time.monotonic()
@@ -180,7 +155,7 @@ def main():
        "a wait in the GPU's queue moves the deadline on by as long as it lasted",
        "got %r after %.2f s, deadline moved %.2f s, env %r" % (got, waited, moved, ev.res["env"]))
     ev.release_lock()
-    pid = holder_for(path, 1.0)
+    pid = holder(path, 1.0)
     ev = Clocked(fd, 0.3, 0.2)
     t0 = time.monotonic()
     try:
@@ -196,8 +171,7 @@ def main():
     os.close(fd)
     os.unlink(path)
     os.rmdir(tmp)
-    print("1..%d" % n)
-    return failed
+    return done()
 
 
 if __name__ == "__main__":

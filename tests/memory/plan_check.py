@@ -11,22 +11,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "evaluator"))
+sys.path.insert(0, HERE)
 
+from tap import done, ok  # noqa: E402
 import stark_memory as M  # noqa: E402
 
 GIB, MIB = M.GIB, M.MIB
-n = 0
-failed = 0
-
-
-def ok(cond, what, *notes):
-    global n, failed
-    n += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", n, what))
-    if not cond:
-        failed = 1
-        for line in notes:
-            print("# %s" % line)
 
 
 def fp(i, o, w=0, f=None):
@@ -147,5 +137,4 @@ waits = sorted(float(x.split()[1]) for x in lines if x.startswith("in "))
 ok(len(waits) == 3 and waits[1] < 0.3 and waits[2] >= 0.4,
    "the third is admitted once one of the two is done (waits %s s)" % waits)
 os.unlink(path)
-print("1..%d" % n)
-sys.exit(failed)
+sys.exit(done())

@@ -13,27 +13,17 @@ import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "evaluator"))
+sys.path.insert(0, HERE)
 # The C extension (only in the stark binary) and the wire (torch).
 sys.modules["_stark"] = types.SimpleNamespace(limits=lambda: {})
 sys.modules["stark_wire"] = types.SimpleNamespace(PLAN="plan")
 
+from tap import done, ok  # noqa: E402
 import stark_memory as M  # noqa: E402
 from stark_referee_lock import GpuLock  # noqa: E402
 from stark_referee_memory import MemoryPlan  # noqa: E402
 
 GIB, MIB = M.GIB, M.MIB
-n = 0
-failed = 0
-
-
-def ok(cond, what, *notes):
-    global n, failed
-    n += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", n, what))
-    if not cond:
-        failed = 1
-        for line in notes:
-            print("# %s" % line)
 
 
 class Ledger:
@@ -167,5 +157,4 @@ ok(ev.place_cap == 4 and ev.ledger.bytes == four,
    "a growth for placements stopped short: as many as what is held affords",
    "%d placements" % ev.place_cap)
 
-print("1..%d" % n)
-sys.exit(failed)
+sys.exit(done())
