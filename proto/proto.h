@@ -47,7 +47,10 @@
 #define PROTO_MESSAGE_MAX (64u << 10)	  /* human message */
 #define PROTO_LOG_MAX (1u << 20)	  /* compiler log, traceback */
 #define PROTO_FLAGS_MAX 32		  /* entries in result.flags */
-#define PROTO_ENV_MAX 64		  /* entries in result.env */
+/* entries in result.env: a GPU evaluation at KernelBench's sizes fills 58
+ * (its memory plan, timing, the queue, the builds), and the C side adds its
+ * own notes after the evaluator's; at 64 the last notes were dropped. */
+#define PROTO_ENV_MAX 96
 #define PROTO_ENV_VAL_MAX (PROTO_NAME_MAX * 4) /* one env value */
 #define PROTO_REASON_MAX (16u << 10)	  /* one verdict's reason (result.*_reason) */
 #define PROTO_TRIALS_MAX 1000
