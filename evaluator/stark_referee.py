@@ -149,6 +149,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         self.spin_short = 0             # timed calls whose launching outlasted the gate
         self.launch_us = {"ref": [], "cand": [], "compiled": []}  # host time to the last launch
         self.input_bytes = 0
+        self.kb_gen_s = 0.0             # KernelBench's inputs made (gen_cpu_made)
         self.output_bytes = 0
         self.placements = 0         # memory placements the calls rotate through
         self.scanned = 0            # placements the scan chose them from
@@ -204,10 +205,12 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
     def evaluate(self):
         """The evaluation's flow, which ends by raising its Verdict: stark's
         trials; when they passed, the probes and the timing; KernelBench's
-        trials last (its inputs, cast to float32 whatever the problem's
-        dtypes, can crash a kernel that reads integers; nothing of stark's
-        verdict runs after them); both verdicts recorded (decide); when
-        only KernelBench's passed, the candidate is timed after it."""
+        trials (its inputs, cast to float32 whatever the problem's dtypes,
+        can crash a kernel that reads integers; nothing of stark's verdict
+        runs after them); both verdicts recorded (decide); when only
+        KernelBench's passed, the candidate is timed after it; the shape
+        probe last, for a flag only, and only where KernelBench's trials
+        left both workers usable."""
         self.start_up()
         if self.stage == "compile":
             self.stage_compile()
@@ -230,6 +233,22 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
             # stark's verdict failed and KernelBench's passed: timed for
             # KernelBench's (fast_p under its verdict).
             self.probes_and_timing()
+        elif (kb["status"] in ("correct", "incorrect", "error") and
+              all(w.reap() is None for w in (self.ref, self.cand))):
+            # Last of all: a call at another shape can leave a worker
+            # unusable (a device-side assert poisons its CUDA context), and
+            # nothing may run after it that a verdict depends on.  Not
+            # after KernelBench's trials broke the candidate's worker: its
+            # failure here would be theirs (an `error` there is the
+            # reference's, whose failure here only skips the probe).
+            t0 = time.monotonic()
+            self.gpu_optional(self.probe_shape, "shape_probe", "the call at another shape")
+            if "probe_ms" in self.res["env"]:
+                self.res["env"]["probe_ms"] += "/%.0f" % ((time.monotonic() - t0) * 1e3)
+        else:
+            self.res["env"]["shape_probe"] = (
+                "not run: KernelBench's trials ended %s, after which a worker is gone or "
+                "may be unusable" % kb["status"])
         self.note_below_tolerance()
         raise self.final_verdict()
 
@@ -248,12 +267,9 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         t2 = time.monotonic()
         if self.req["timing"]:
             self.time_models()
-        t3 = time.monotonic()
-        if not self.lenient:
-            self.gpu_optional(self.probe_shape, "shape_probe", "the call at another shape")
-        # The probes' cost, which stage_ms leaves out: ops, precision, shape.
-        self.res["env"]["probe_ms"] = "%.0f/%.0f/%.0f" % (
-            (t1 - t0) * 1e3, (t2 - t1) * 1e3, (time.monotonic() - t3) * 1e3)
+        # The probes' cost, which stage_ms leaves out: ops and precision
+        # (the shape probe's comes after KernelBench's trials: evaluate).
+        self.res["env"]["probe_ms"] = "%.0f/%.0f" % ((t1 - t0) * 1e3, (t2 - t1) * 1e3)
 
     # -- its steps -------------------------------------------------------
     def start_up(self):
@@ -521,9 +537,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
             r["env"]["pair_ms"] = " ".join("%s %.0f" % (k, v * 1e3)
                                            for k, v in self.spent.items())[:200]
         if self.host_hwm:
-            r["env"]["host_mem_mib"] = ", ".join(
-                "%s %d" % (role, self.host_hwm[role] >> 20) for role in ("referee", "ref", "cand")
-                if role in self.host_hwm)
+            r["env"]["host_mem_mib"] = self.host_text()
         if self.chunks > 1:
             r["env"]["output_window"] = "%d chunks of up to %d MiB" % (
                 self.chunks, self.window_cap >> 20) if self.window_cap >= (1 << 20) else \

@@ -257,8 +257,10 @@ class Checks:
         integer sizes that only get_inputs() uses (not get_init_inputs())
         grown by a quarter, in both workers' copies of the problem.  If the
         reference runs there and the candidate fails or differs, its sizes
-        are hard-coded (flag shape_specialized).  Runs last: a candidate
-        that crashes here has been measured already."""
+        are hard-coded (flag shape_specialized).  Runs last, after
+        KernelBench's trials (Evaluation.evaluate): a candidate that
+        crashes here has been measured already, and a worker this call
+        leaves unusable serves nothing after it."""
         if not self.time_left_for(4):
             return
         sizes = self.shape_sizes()
@@ -317,15 +319,27 @@ class Checks:
     def shape_sizes(self):
         """The shape probe's sizes: the problem's module-level integer sizes
         that only get_inputs() uses (not get_init_inputs()), each grown by
-        a quarter; {} where there are none."""
+        a quarter; {} where there are none.  A size whose value is also in
+        a module-level tuple or list is left as it is: the tuple was likely
+        made from it when the module loaded (KernelBench's
+        95_CrossEntropyLoss: input_shape = (num_classes,)), and growing the
+        size alone makes inputs that disagree with each other (class
+        indices beyond the logits' width: a device-side assert in the
+        reference)."""
         mod = self.problem
         try:
             base_init = repr(mod.get_init_inputs())
         except Exception:
             return {}
+        in_seqs = set()
+        for name, v in list(vars(mod).items()):
+            if not name.startswith("_") and type(v) in (tuple, list) and len(v) <= 16:
+                in_seqs.update(x for x in v if type(x) is int)
         sizes = {}
         for name, v in list(vars(mod).items()):
             if name.startswith("_") or type(v) is not int or v < 4 or v > (1 << 20):
+                continue
+            if v in in_seqs:
                 continue
             setattr(mod, name, v + v // 4)
             try:

@@ -19,14 +19,19 @@ LIMITS = _stark.limits()
 class Verdict(Exception):
     """A decision reached: status name, message, and optional log.  check
     names the integrity check that failed, for the few places that must
-    tell an integrity rejection from other failures."""
+    tell an integrity rejection from other failures; ours marks a failure
+    at a limit of the evaluator's own (its deadline, the run jail's memory,
+    the device's memory plan), which KernelBench's trials leave undecided
+    instead of blaming anyone (Verdicts.kernelbench_trials).  fields go
+    into the result."""
 
-    def __init__(self, status, message, log="", check=None, **fields):
+    def __init__(self, status, message, log="", check=None, ours=False, **fields):
         super().__init__(message)
         self.status = status
         self.message = message
         self.log = log
         self.check = check
+        self.ours = ours
         self.fields = fields
 
 

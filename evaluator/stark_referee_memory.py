@@ -419,7 +419,7 @@ class MemoryPlan:
         if w.role == "ref":
             return Verdict("error", "the reference ran out of %s memory during %s, holding "
                            "%s%s (the evaluator's limit, not the candidate's doing): %s"
-                           % (kind, what, _fmt(have), where, detail), tb)
+                           % (kind, what, _fmt(have), where, detail), tb, ours=True)
         ref_have, ref_peak = self.ref_figures(phase, kind)
         slack = M.CAND_SLACK if kind == "device" else M.HOST_SLACK
         if phase in ("inputs", "fetch"):
@@ -439,7 +439,7 @@ class MemoryPlan:
                            "the candidate's doing); %s" % (
                                kind, "made the inputs" if phase == "inputs" else
                                "copied the outputs", what, _fmt(have), _fmt(ref_have),
-                               where, detail), tb)
+                               where, detail), tb, ours=True)
         if M.over_allowance(peak, ref_peak, slack):
             self.mem_retry = None
             return Verdict("runtime_error", "the candidate ran out of %s memory during %s: it "
@@ -452,7 +452,7 @@ class MemoryPlan:
                        "%s, within its allowance against the reference's %s%s (the "
                        "evaluator's limit, not the candidate's doing); %s" % (
                            kind.capitalize(), what, _fmt(peak), _fmt(ref_peak), where,
-                           detail), tb)
+                           detail), tb, ours=True)
 
     def kill_blame(self, w):
         """Whose fault it would be if the jail's memory limit killed worker

@@ -31,6 +31,8 @@ the inputs, each seeded alike.  The integrity checks apply to these
 trials as to stark's own.
 """
 
+import time
+
 import stark_rules as R
 from stark_referee_common import Verdict, number
 from stark_referee_compare import RECHECK_SLACK
@@ -38,6 +40,11 @@ from stark_referee_lock import LockNotFree
 from stark_referee_workers import Stopped
 
 KB_PRECISION = "fp32"   # --precision's default (the request's "precision")
+# A candidate's KernelBench call that reaches the deadline answers for it
+# only when it was given at least this long, or this many times the
+# reference's call in the same trial.
+KB_CALL_FLOOR_S = 10.0
+KB_CALL_FACTOR = 20.0
 
 
 def kb_precision(req):
@@ -111,6 +118,16 @@ class Verdicts:
             except Verdict as v:
                 if v.check is not None:
                     raise
+                if v.ours:
+                    # A limit of the evaluator's own (its deadline, the run
+                    # jail's memory, the device's memory plan): KernelBench's
+                    # verdict is left undecided, never blamed on the problem
+                    # or the candidate.
+                    stop = ("error", "KernelBench's verdict not reached: trial %d of %d "
+                            "stopped at a limit of the evaluator's own, not the problem's "
+                            "or the candidate's: %s" % (t + 1, n, v.message))
+                    kb["trials_run"] = t + 1
+                    break
                 if v.status in ("crashed", "timeout"):
                     # Its worker is gone: the trials stop, stark's verdict
                     # (complete before them) stands.
@@ -162,9 +179,24 @@ class Verdicts:
         torch.allclose.  Returns stark_rules.kb_allclose's figures."""
         self.gen_inputs("kb-%d" % t, what, extra={"kb": kb_precision(self.req), "seed": seed})
         replies = {}
-        for w, other in ((self.ref, self.cand), (self.cand, self.ref)):
-            with Stopped(other):
-                replies[w.role] = self.call(w, "forward (%s)" % what)[1]
+        t0 = time.monotonic()
+        with Stopped(self.cand):
+            replies["ref"] = self.call(self.ref, "forward (%s)" % what)[1]
+        t1 = time.monotonic()
+        given = self.deadline - t1
+        try:
+            with Stopped(self.ref):
+                replies["cand"] = self.call(self.cand, "forward (%s)" % what)[1]
+        except Verdict as v:
+            due = max(KB_CALL_FLOOR_S, KB_CALL_FACTOR * (t1 - t0))
+            if v.status == "timeout" and v.check is None and given < due:
+                # The deadline came because of what the evaluator spent
+                # before this call (the queue, KernelBench's inputs made on
+                # the CPU), not because the candidate ran long.
+                raise Verdict("timeout", "%s; it had %.1f s left for a call the reference "
+                              "made in %.2f s" % (v.message, given, t1 - t0), v.log,
+                              ours=True) from None
+            raise
         ref_meta, ref_facts = self.fetch_ref(what)
         if ref_meta[0] != "tensor":
             _kb_structure(ref_meta, ref_meta, what)

@@ -176,7 +176,22 @@ class Workers:
         if hwm:
             self.host_hwm["referee"] = max(self.host_hwm.get("referee", 0), hwm)
 
-    def await_replies(self, ws, what):
+    def host_text(self):
+        """The processes' peak host memory, in MiB, as env.host_mem_mib
+        gives it."""
+        return ", ".join("%s %d" % (role, self.host_hwm[role] >> 20)
+                         for role in ("referee", "ref", "cand") if role in self.host_hwm)
+
+    def near_host_limit(self):
+        """Whether the three processes' peaks came within a tenth of the
+        run jail's memory limit: a worker SIGKILLed then was the OOM
+        killer's victim, not a process that killed itself."""
+        mib = self.req.get("host_mem_mib")
+        if type(mib) is not int or mib <= 0:
+            return False
+        return sum(self.host_hwm.values()) >= 0.9 * (mib << 20)
+
+    def await_replies(self, ws, what, ready=None):
         """Waits until each of the workers ws, all at work on one command,
         has begun its reply, or the deadline (the reads that follow then
         time out as they would have).  One that dies meanwhile fails at
@@ -186,7 +201,8 @@ class Workers:
         on the H200 the reference worker made 6 GiB of bf16 inputs on the
         CPU for seconds while the candidate worker lay dead, and the jail
         ended the evaluation before the referee could say whose the
-        limit was."""
+        limit was.  ready, a dict, gets each worker's role and the
+        monotonic time its reply began."""
         poller = select.poll()
         fds = {}
         for w in ws:
@@ -206,6 +222,8 @@ class Workers:
                     raise self.failed(w, W.WorkerGone(), what)
                 waiting.discard(w)
                 poller.unregister(fd)
+                if ready is not None:
+                    ready[w.role] = time.monotonic()
             self.sample_host()
 
     def stop_workers(self):
@@ -246,18 +264,26 @@ class Workers:
                                "evaluation's wall-clock budget of %.0f s; its worker "
                                "was killed" % (what, self.wall_s))
             return Verdict("error", "the reference did not finish %s within the "
-                           "wall-clock budget of %.0f s" % (what, self.wall_s))
+                           "wall-clock budget of %.0f s" % (what, self.wall_s), ours=True)
         if isinstance(exc, W.WorkerGone):
             how = w.ending()
+            ours = False
             if "SIGKILL" in how:
                 # Perhaps the kernel's OOM victim: the run jail's account
                 # says so, and this judgement says whose fault it was
                 # (evalrun.c, oom_account).
                 self.sample_host()
                 self.res["env"]["oom_blame"] = self.kill_blame(w)
+                ours = self.res["env"]["oom_blame"] == "evaluator" and self.near_host_limit()
+                if ours:
+                    how += (" (most likely the run jail's memory limit of %d MiB, the "
+                            "evaluator's own, which STARK_RUN_MEM_MIB raises: peak host "
+                            "memory in MiB %s)" % (
+                                self.req.get("host_mem_mib"), self.host_text()))
             if cand:
-                return Verdict("crashed", "candidate worker %s during %s" % (how, what))
-            return Verdict("error", "reference worker %s during %s" % (how, what))
+                return Verdict("crashed", "candidate worker %s during %s" % (how, what),
+                               ours=ours)
+            return Verdict("error", "reference worker %s during %s" % (how, what), ours=ours)
         if isinstance(exc, W.WireError):
             w.kill()
             if cand:

@@ -41,8 +41,9 @@ fi
 out=$("$PY" scripts/kernelbench "$T/kb" --level 1 --device cpu,cpu --stark "$STARK" \
 	--out "$T/o" -- --no-timing --trials 2 2>&1)
 rc=$?
-if [ "$rc" -eq 0 ] && [[ "$out" == *"level 1: 3 problems: correct 3"* ]]; then
-	ok "two devices: 3 of 3 correct"
+if [ "$rc" -eq 0 ] && [[ "$out" == *"level 1: 3 problems: correct 3"* ]] &&
+	[[ "$out" == *"level 1, KernelBench's verdict: correct 3"* ]]; then
+	ok "two devices: 3 of 3 correct, by both verdicts"
 else
 	not_ok "two devices: exit $rc" "$(printf '%s\n' "$out" | tail -n 15)"
 fi

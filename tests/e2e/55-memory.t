@@ -10,8 +10,9 @@
 # that is not deterministic an error naming its random modules; the memory
 # plan, the GPU memory ledger across processes and the referee's use of
 # it, and the GPU lock's queue past the deadline (tests/memory/plan_check.py,
-# ledger_check.py, referee_check.py, lock_check.py).
-# About 100 s.  Prints TAP.
+# ledger_check.py, referee_check.py, lock_check.py); KernelBench's trials
+# stopped by the evaluator's deadline or memory: its verdict not reached.
+# About 130 s.  Prints TAP.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${STARK_BUILD:-build}
@@ -47,9 +48,9 @@ case_() {
 	fi
 }
 
-echo "1..17"
+echo "1..19"
 if [ ! -x "$STARK" ]; then
-	for i in $(seq 17); do echo "not ok $i - $STARK is not built"; done
+	for i in $(seq 19); do echo "not ok $i - $STARK is not built"; done
 	exit 1
 fi
 
@@ -111,6 +112,26 @@ if [ "$(basename "$BUILD")" = build-san ]; then
 else
 	case_ "a phase that cannot fit the run jail is skipped, named, never charged" \
 		"STARK_RUN_MEM_MIB=2048" correct $M/f64_cap/problem.py $M/f64_cap/honest.py "$skipped"
+fi
+
+# KernelBench's trials stopped by a limit of the evaluator's own are its
+# verdict not reached, blamed on neither the problem nor the candidate:
+# the deadline, which its slow inputs outlast, and the run jail's memory,
+# which its inputs in both workers at once outgrow (under ASan the workers
+# start about 3x larger, so there the jail may end the evaluation sooner:
+# then it is the evaluator's error naming STARK_RUN_MEM_MIB).
+notreached='j["verdicts"]["kernelbench"]["status"] == "error" and "not reached" in j["verdicts"]["kernelbench"]["reason"] and "evaluator'"'"'s own" in j["verdicts"]["kernelbench"]["reason"]'
+case_ "KernelBench's trials past the deadline: its verdict not reached, stark's stands" "" \
+	correct $M/kb_slow/problem.py "$M/kb_slow/honest.py --timeout 40" \
+	"$notreached"' and "wall-clock budget" in j["verdicts"]["kernelbench"]["reason"] and int(j["env"]["kb_gen_ms"]) > 8000'
+oomed="$notreached"' and "memory limit of 1024 MiB" in j["verdicts"]["kernelbench"]["reason"] and j["env"]["oom_blame"] == "evaluator" and "not run" in j["env"]["shape_probe"]'
+if [ "$(basename "$BUILD")" = build-san ]; then
+	case_ "KernelBench's inputs beyond the run jail: not reached, or the evaluator's error (ASan build)" \
+		"STARK_RUN_MEM_MIB=1024" "correct|error" $M/kb_oom/problem.py $M/kb_oom/honest.py \
+		'('"$oomed"') if j["status"] == "correct" else ("evaluator'"'"'s own" in j["message"] and "STARK_RUN_MEM_MIB" in j["message"])'
+else
+	case_ "KernelBench's inputs beyond the run jail: its verdict not reached, never the candidate's crash" \
+		"STARK_RUN_MEM_MIB=1024" correct $M/kb_oom/problem.py $M/kb_oom/honest.py "$oomed"
 fi
 
 # A reference that is not deterministic (dropout in training mode): an

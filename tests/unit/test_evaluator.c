@@ -1372,6 +1372,115 @@ START_TEST(eval_kb_crash)
 }
 END_TEST
 
+static const char *env_of(const struct proto_result *rs, const char *key)
+{
+	for (uint32_t i = 0; i < rs->nenv; i++)
+		if (!strcmp(rs->env[i].key, key))
+			return rs->env[i].val;
+	return NULL;
+}
+
+static int has_flag(const struct proto_result *rs, const char *flag)
+{
+	for (uint32_t i = 0; i < rs->nflags; i++)
+		if (!strcmp(rs->flags[i], flag))
+			return 1;
+	return 0;
+}
+
+/* A call at another shape can leave a worker unusable: on a GPU a
+   device-side assert poisons its CUDA context (KernelBench's
+   95_CrossEntropyLoss, whose class indices outgrew its logits).  Here the
+   reference's worker dies outright at any other size.  The shape probe
+   comes after KernelBench's trials, so their verdict is the problem's own,
+   and stark's stands. */
+START_TEST(eval_shape_probe_last)
+{
+	static const char problem[] =
+		"import os\nimport torch\nimport torch.nn as nn\n"
+		"ROWS = 64\n"
+		"class Model(nn.Module):\n"
+		"    def __init__(self):\n"
+		"        super().__init__()\n"
+		"    def forward(self, x):\n"
+		"        if x.shape[0] != 64:\n"
+		"            os._exit(3)\n"
+		"        return x * 2.0\n"
+		"def get_inputs():\n"
+		"    return [torch.randn(ROWS, 32)]\n"
+		"def get_init_inputs():\n"
+		"    return []\n";
+	static const char sol[] =
+		"import torch\nimport torch.nn as nn\n"
+		"class ModelNew(nn.Module):\n"
+		"    def __init__(self):\n"
+		"        super().__init__()\n"
+		"    def forward(self, x):\n"
+		"        return x + x\n";
+	struct proto_request rq;
+	struct proto_result rs;
+
+	fill_request(&rq, problem, sol);
+	evpy_set_secret(rq.seed);
+	proto_result_init(&rs);
+	ck_assert_int_eq(evaluate_all(&rq, &rs), 0);
+	ck_assert_msg(rs.status == PROTO_ST_CORRECT && rs.nflags == 0, "%s", rs.message);
+	ck_assert_msg(!strcmp(rs.kb_status, "correct"), "%s: %s", rs.kb_status, rs.message);
+	ck_assert_uint_eq(rs.kb_trials_passed, 5);
+	proto_result_release(&rs);
+	proto_request_release(&rq);
+}
+END_TEST
+
+/* A size that a module-level tuple was made from stays as it is in the
+   shape probe (growing it alone would give class indices beyond the
+   logits' width, which the reference cannot take), and the other size is
+   grown: a candidate that hard-codes the batch is still caught. */
+START_TEST(eval_shape_probe_derived)
+{
+	static const char problem[] =
+		"import torch\nimport torch.nn as nn\n"
+		"batch_size = 48\nnum_classes = 40\ninput_shape = (num_classes,)\n"
+		"class Model(nn.Module):\n"
+		"    def __init__(self):\n"
+		"        super().__init__()\n"
+		"    def forward(self, p, t):\n"
+		"        return torch.nn.functional.cross_entropy(p, t, reduction='none')\n"
+		"def get_inputs():\n"
+		"    return [torch.rand(batch_size, *input_shape),"
+		" torch.randint(0, num_classes, (batch_size,))]\n"
+		"def get_init_inputs():\n"
+		"    return []\n";
+	static const char sol[] =
+		"import torch\nimport torch.nn as nn\n"
+		"class ModelNew(nn.Module):\n"
+		"    def __init__(self):\n"
+		"        super().__init__()\n"
+		"    def forward(self, p, t):\n"
+		"        p, t = p[:48], t[:48]\n"
+		"        return torch.nn.functional.cross_entropy(p, t, reduction='none')\n";
+	struct proto_request rq;
+	struct proto_result rs;
+	const char *why;
+
+	fill_request(&rq, problem, sol);
+	evpy_set_secret(rq.seed);
+	proto_result_init(&rs);
+	ck_assert_int_eq(evaluate_all(&rq, &rs), 0);
+	ck_assert_msg(rs.status == PROTO_ST_CORRECT, "%s", rs.message);
+	ck_assert_msg(has_flag(&rs, "shape_specialized"), "%s", rs.message);
+	/* KernelBench's harness casts the class indices to float32, which
+	   cross_entropy refuses: its verdict is the problem's error, and the
+	   probe still runs after it. */
+	ck_assert_str_eq(rs.kb_status, "error");
+	why = env_of(&rs, "shape_probe");
+	ck_assert_msg(why && strstr(why, "batch_size=60") && !strstr(why, "num_classes"),
+		      "%s", why ? why : "(no shape_probe)");
+	proto_result_release(&rs);
+	proto_request_release(&rq);
+}
+END_TEST
+
 /* The two verdicts differ the other way: a two-pass variance is closer to
    the exact result than the cancelling reference, which stark's float64
    second opinion sees and KernelBench's allclose does not. */
@@ -1922,6 +2031,8 @@ static Suite *evaluator_suite(void)
 	tcase_add_test(whole, eval_precision);
 	tcase_add_test(whole, eval_verdicts_differ);
 	tcase_add_test(whole, eval_kb_crash);
+	tcase_add_test(whole, eval_shape_probe_last);
+	tcase_add_test(whole, eval_shape_probe_derived);
 	tcase_add_test(whole, eval_incorrect);
 	tcase_add_test(whole, eval_runtime_error);
 	tcase_add_test(whole, eval_build_env_missing);
