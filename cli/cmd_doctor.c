@@ -78,6 +78,22 @@ static json_t *check(const char *name, bool ok, const char *detail, const char *
 			 ok ? "" : fix, "needed_by", need);
 }
 
+/* The run jail's memory: what one evaluation gets, and each of four. */
+static void mem_check(json_t *out)
+{
+	char detail[300];
+	uint64_t machine = sandbox_memory_limit(), one = evalrun_run_mem_default(1),
+		 four = evalrun_run_mem_default(4);
+
+	snprintf(detail, sizeof(detail),
+		 "%.1f GiB for one evaluation, %.1f GiB each with --jobs 4 (%s; this machine: %.1f GiB)",
+		 (double)one / (1 << 30), (double)four / (1 << 30),
+		 getenv("STARK_RUN_MEM_MIB") && one == four ? "STARK_RUN_MEM_MIB"
+							   : "three quarters of the machine, shared",
+		 (double)machine / (1 << 30));
+	json_array_append_new(out, check("run jail memory", true, detail, "", "every format"));
+}
+
 static void jail_checks(json_t *out)
 {
 	static const struct {
@@ -392,6 +408,7 @@ int cmd_doctor(int argc, char **argv)
 	json_array_append_new(checks, check("build cache", cache_ok, cache_ok ? cache : err,
 					    "set STARK_CACHE to a folder this user can write", "every format"));
 	jail_checks(checks);
+	mem_check(checks);
 	/* The binds evaluations get (and, for cuda, the target it finds). */
 	evalrun_jail_opts(&copts, &ropts, cache_ok ? cache : "/nonexistent", a.device, false, &binds);
 	if (!cache_ok) {

@@ -87,6 +87,7 @@ int cli_eval_request(const struct eval_args *a, const char *problem, const char 
 	if (!isnan(a->target_rse))
 		rq->target_rse = a->target_rse;
 	rq->wall_ms = a->wall_ms;
+	rq->queue_ms = evalrun_queue_ms(a->wall_ms, a->batch ? a->jobs : 1);
 	rq->seed = a->seed;
 	if (!a->have_seed && getrandom(&rq->seed, sizeof(rq->seed), 0) != (ssize_t)sizeof(rq->seed)) {
 		snprintf(err, errlen, "cannot draw a random seed");
@@ -115,6 +116,9 @@ int cli_eval_env_init(const struct eval_args *a, struct eval_env *e)
 		/* Jailed, an evaluation is split (or, in auto, skips a compile
 		 * stage with nothing to build): the compile jail may exec the
 		 * toolchain, the run jail may not (SECURITY.md). */
+		/* The machine's memory shared among the batch's evaluations
+		 * in flight (evalrun_run_mem_default). */
+		e->ropts.mem_bytes = evalrun_run_mem_default(a->batch ? a->jobs : 1);
 		evalrun_jail_opts(&e->copts, &e->ropts, e->cache, a->device, a->insecure, &e->binds);
 		e->mode = a->stage == EVALRUN_AUTO || (a->stage < 0 && a->batch) ? EVALRUN_AUTO
 										 : EVALRUN_SPLIT;

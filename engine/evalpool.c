@@ -101,9 +101,11 @@ static int launch(struct eval_pool *e, struct pool_job *j, int dev, bool insecur
 	evalrun_opts_init(&j->copts);
 	evalrun_opts_init(&j->ropts);
 	j->copts.evaluator = j->ropts.evaluator = e->evaluator;
+	j->ropts.mem_bytes = evalrun_run_mem_default(e->base.slots);
 	evalrun_jail_opts(&j->copts, &j->ropts, e->cache, d->name, insecure, &j->binds);
 	j->copts.zygote = j->ropts.zygote = eval__zygote(e->evaluator, &e->zygote, &e->no_zygote);
 	j->ropts.lock_fd = d->lock_fd;
+	j->rq.queue_ms = evalrun_queue_ms(j->rq.wall_ms, e->per_device);
 	rc = evalrun_pair_start(&j->copts, &j->ropts, &j->rq, EVALRUN_AUTO, &j->pair);
 	if (rc) {
 		stark_warn("evaluation %s: cannot start %s on %s: %s", j->rq.id, e->evaluator,

@@ -599,6 +599,7 @@ static PyObject *request_dict(const struct proto_request *rq)
 	    put(d, "l2_flush", PyBool_FromLong(rq->l2_flush)) ||
 	    put(d, "host_mem_mib", PyLong_FromUnsignedLong(rq->host_mem_mib)) ||
 	    put(d, "wall_ms", PyLong_FromUnsignedLong(rq->wall_ms)) ||
+	    put(d, "queue_ms", PyLong_FromUnsignedLong(rq->queue_ms)) ||
 	    put(d, "verdict", text(rq->verdict)) ||
 	    put(d, "language", text(rq->language)) ||
 	    put(d, "precision", text(rq->precision)) ||

@@ -60,7 +60,7 @@ from stark_referee_checks import Checks
 from stark_referee_common import LIMITS, Verdict, cut, derive, dict_field, fmt_us, int_field, number
 from stark_referee_compare import Comparison
 from stark_referee_data import DataPath
-from stark_referee_lock import LOCK_FD, GpuLock, lock_usable
+from stark_referee_lock import LOCK_FD, GpuLock, lock_usable, queue_allowance
 from stark_referee_memory import MemoryPlan
 from stark_referee_timing import SPIN_START_US, Timing
 from stark_referee_verdicts import Verdicts
@@ -150,6 +150,8 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         self.launch_us = {"ref": [], "cand": [], "compiled": []}  # host time to the last launch
         self.input_bytes = 0
         self.kb_gen_s = 0.0             # KernelBench's inputs made (gen_cpu_made)
+        self.kb_gens = {True: 0, False: 0}  # ... one worker after the other, both at once
+        self.kb_ref_hwm = 0             # the reference worker's peak after making them alone
         self.output_bytes = 0
         self.placements = 0         # memory placements the calls rotate through
         self.scanned = 0            # placements the scan chose them from
@@ -280,8 +282,9 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         # closes every descriptor but their socket).
         if lock_usable(LOCK_FD):
             self.lock_fd = LOCK_FD
-            # The GPU is shared: its queue may move the deadline on.
-            self.queue_allow_s = self.wall_s
+            # The GPU is shared: its queue may move the deadline on, as far
+            # as the orchestrator allows for the evaluations sharing it.
+            self.queue_allow_s = queue_allowance(self.req, self.wall_s)
         self.env_facts()
         # No CUDA call here (torch.cuda.is_available() included): a CUDA
         # runtime initialized before fork is unusable in the workers.  The

@@ -22,6 +22,15 @@ from stark_referee_compare import RECHECK_SLACK
 from stark_referee_workers import Stopped
 
 
+# A candidate's worker given less than this for a KernelBench trial's
+# inputs (or 2.5 times the reference worker's time) is not blamed for
+# missing the deadline (DataPath.kb_gen_late).
+KB_GEN_FLOOR_S = 10.0
+# What get_inputs() may peak at on the CPU, in times its inputs, before its
+# peak is measured (DataPath.kb_serial).
+KB_GEN_FACTOR = 3
+
+
 class DataPath:
     """The part of Evaluation that moves a pair's inputs and outputs."""
 
@@ -85,43 +94,81 @@ class DataPath:
         serial = self.kb_serial()
         t0 = time.monotonic()
         ready = {}
-        with self.queued() if self.queue_allow_s > 0 else contextlib.nullcontext():
-            if serial:
-                self.send_gen(self.ref, args, what)
-                self.await_replies((self.ref,), what, ready)
-                ref_desc, nbytes = self.recv_gen(self.ref, what)
-                self.send_gen(self.cand, args, what)
-                self.await_replies((self.cand,), what)
-            else:
-                # Both at once, each watched (await_replies: a worker the
-                # jail kills is accounted for at once).
-                for w in (self.ref, self.cand):
-                    self.send_gen(w, args, what)
-                self.await_replies((self.ref, self.cand), what, ready)
-                ref_desc, nbytes = self.recv_gen(self.ref, what)
-            cand_desc, _ = self.recv_gen(self.cand, what)
+        cand_t0 = t0
+        try:
+            with self.queued() if self.queue_allow_s > 0 else contextlib.nullcontext():
+                if serial:
+                    self.send_gen(self.ref, args, what)
+                    self.await_replies((self.ref,), what, ready)
+                    ref_desc, nbytes = self.recv_gen(self.ref, what)
+                    # Its peak, made alone, decides the trials after it.
+                    self.sample_host()
+                    self.kb_ref_hwm = self.host_hwm.get("ref", 0)
+                    cand_t0 = time.monotonic()
+                    self.send_gen(self.cand, args, what)
+                    self.await_replies((self.cand,), what)
+                else:
+                    # Both at once, each watched (await_replies: a worker the
+                    # jail kills is accounted for at once).
+                    for w in (self.ref, self.cand):
+                        self.send_gen(w, args, what)
+                    self.await_replies((self.ref, self.cand), what, ready)
+                    ref_desc, nbytes = self.recv_gen(self.ref, what)
+                cand_desc, _ = self.recv_gen(self.cand, what)
+        except Verdict as v:
+            raise self.kb_gen_late(v, ready, t0, cand_t0) from None
         ref_s = ready.get("ref", time.monotonic()) - t0
         spent = time.monotonic() - t0
         allowed = ref_s * (2.5 if serial else 1.5) + 1.0
         if spent > allowed and self.queue_allow_s > 0:
             self.queue_uncount(spent - allowed)
         self.kb_gen_s += spent
-        self.res["env"]["kb_gen_ms"] = "%.0f%s" % (self.kb_gen_s * 1e3,
-                                                   " (one worker after the other)" if serial else "")
+        self.kb_gens[serial] += 1
+        self.res["env"]["kb_gen_ms"] = "%.0f" % (self.kb_gen_s * 1e3)
+        if self.kb_gens[True]:
+            self.res["env"]["kb_gen_order"] = "%d one worker after the other, %d both at once" % (
+                self.kb_gens[True], self.kb_gens[False])
         self.check_gen(ref_desc, cand_desc, what)
         return nbytes
 
+    def kb_gen_late(self, v, ready, t0, cand_t0):
+        """A candidate's worker that missed the deadline while making
+        KernelBench's inputs -- the problem's get_inputs(), the evaluator's
+        cost -- is blamed only where it had the time the reference's worker
+        took, 2.5 times over and at least KB_GEN_FLOOR_S: else the deadline
+        came from what the evaluator spent before (its queue, earlier
+        trials' inputs), a limit of its own (on one H100 with --jobs 4,
+        23_Softmax's third trial was called the candidate's timeout after
+        279 s of waiting for device memory)."""
+        if v.status != "timeout" or v.check is not None or v.ours or "ref" not in ready:
+            return v
+        ref_s = ready["ref"] - t0
+        given = self.deadline - cand_t0
+        if given >= max(KB_GEN_FLOOR_S, 2.5 * ref_s):
+            return v
+        return Verdict("timeout", "%s, with %.1f s left for inputs the reference's worker "
+                       "made in %.1f s" % (v.message, given, ref_s), v.log, ours=True)
+
     def kb_serial(self):
-        """Whether KernelBench's inputs, made on the CPU in both workers at
-        once, would take more than 80% of the run jail's memory left to
-        tensors (on a GPU, where stark's own inputs are made on the device
-        and the jail was not planned for two CPU copies: level 1's 8 GiB
-        inputs were SIGKILLed at the jail's 16 GiB)."""
+        """Whether a KernelBench trial's inputs are made one worker after
+        the other (on a GPU, where stark's own inputs are made on the device
+        and the run jail was not planned for two CPU copies).  get_inputs()
+        may peak at several times its inputs on the CPU (level 1's
+        93_masked_cumsum: 12.9 GiB a worker for 5 GiB of inputs, its mask
+        drawn as int64), so where KB_GEN_FACTOR times the inputs in both
+        workers could pass 80% of the jail's memory left to tensors, the
+        first trial is made one after the other, and the reference worker's
+        peak measured there (VmHWM) decides the others: both at once where
+        two such peaks and the referee's stay within 90% of the jail's
+        limit."""
         budget = self.host_budget()
         if not self.cuda or not budget:
             return False
+        if self.kb_ref_hwm:
+            limit = int_field(self.req, "host_mem_mib") << 20
+            return 2 * self.kb_ref_hwm + self.host_hwm.get("referee", 0) > 0.9 * limit
         est = self.fp_estimated["in"] if self.fp_estimated else 0
-        return 2 * max(est, self.input_bytes) > 0.8 * budget
+        return 2 * KB_GEN_FACTOR * max(est, self.input_bytes) > 0.8 * budget
 
     def out_meta(self, hdr):
         """(kind, specs, devices) of a valid output header."""

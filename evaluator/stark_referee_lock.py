@@ -44,6 +44,17 @@ class LockNotFree(Verdict):
                          "--timeout, would let it run)" % what)
 
 
+def queue_allowance(req, wall_s):
+    """How far waits in the GPU's queue may move the deadline on: the
+    request's queue_ms (the orchestrator's allowance for the evaluations
+    sharing the GPU: pool/evalrun.c, evalrun_queue_ms), else the wall time
+    again."""
+    q = req.get("queue_ms")
+    if isinstance(q, int) and not isinstance(q, bool) and q > 0:
+        return q / 1000.0
+    return wall_s
+
+
 class GpuLock:
     """The part of Evaluation that takes and lets go of the GPU lock, and
     keeps the clock of its queue."""

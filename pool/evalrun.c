@@ -54,8 +54,9 @@ static int make_pipes(int fds[P_COUNT][2])
 
 /*
  * The process's deadline: the request's wall time and the grace period,
- * and where the GPU is shared (the GPU lock passed) the wall time again
- * for the evaluator's queue on it.  The evaluator keeps its own deadline
+ * and where the GPU is shared (the GPU lock passed) the request's queue
+ * allowance (queue_ms, else the wall time again) for the evaluator's
+ * queue on it.  The evaluator keeps its own deadline
  * at the request's wall time, moved on only by its waits in that queue
  * (the memory ledger, the GPU lock: stark_referee_lock.queued), so this
  * one is a backstop against a stuck evaluator, never reached by one that
@@ -65,7 +66,14 @@ static uint64_t outer_wall_ms(const struct evalrun_opts *o, const struct proto_r
 {
 	uint64_t wall = rq->wall_ms;
 
-	return wall + o->grace_ms + (o->lock_fd >= 0 ? wall : 0);
+	return wall + o->grace_ms + (o->lock_fd >= 0 ? (rq->queue_ms ? rq->queue_ms : wall) : 0);
+}
+
+uint32_t evalrun_queue_ms(uint32_t wall_ms, unsigned sharers)
+{
+	uint64_t q = (uint64_t)wall_ms * 2u * (sharers > 1 ? sharers - 1 : 0);
+
+	return q > PROTO_TIME_MS_MAX ? PROTO_TIME_MS_MAX : (uint32_t)q;
 }
 
 /* The exec'd form: the evaluator binary, spawned in its jail here. */

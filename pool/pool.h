@@ -131,9 +131,10 @@ struct evalrun_binds {
  * run jail that sees none of it (each evaluation adds its own build
  * folder: writable scratch to the compile jail, its builds read-only to
  * the run jail), and, for device "cuda[:N]", that GPU's device nodes in
- * the run jail.  The run jail's memory limit is the sandbox's default or
- * $STARK_RUN_MEM_MIB (MiB, at least 512), with an OOM grace
- * (EVALRUN_OOM_GRACE_MS).  $STARK_SANDBOX_BINDS (':'-separated) adds read-only paths
+ * the run jail.  The run jail's memory limit, where run->mem_bytes is 0,
+ * is evalrun_run_mem_default(1), with an OOM grace (EVALRUN_OOM_GRACE_MS);
+ * a caller with several evaluations in flight sets run->mem_bytes from
+ * evalrun_run_mem_default(N) first.  $STARK_SANDBOX_BINDS (':'-separated) adds read-only paths
  * to both, e.g. a Python environment outside /usr; an item SRC=DST shows
  * SRC at DST inside the jails.  $STARK_NVCC_PCH (an absolute path to a
  * folder) is bound read-only into the compile jail.
@@ -144,6 +145,27 @@ struct evalrun_binds {
  */
 void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, const char *cache,
 		       const char *device, bool insecure, struct evalrun_binds *binds);
+
+/*
+ * The run jail's memory limit for one of in_flight evaluations on this
+ * machine (0 counts as 1): $STARK_RUN_MEM_MIB (MiB, at least 512; a bad
+ * value is warned about and ignored), else three quarters of the
+ * machine's memory divided by in_flight, at least EVALRUN_RUN_MEM_FLOOR.
+ */
+#define EVALRUN_RUN_MEM_FLOOR (4ull << 30)
+
+/*
+ * The request's queue_ms for one of sharers evaluations in flight on one
+ * GPU, each of wall_ms: 0 (the wall time again) for one, else twice the
+ * wall time for each of the others, at most PROTO_TIME_MS_MAX.  Why twice:
+ * an evaluation ahead in the queue may take its own wall time and its own
+ * waits; on one H100 with --jobs 4, level 1's problems of 6-8 GiB took
+ * 320-360 s whole with a 180 s wall time, each needing most of the GPU,
+ * and the fourth's wait for device memory (349 s) outlasted an allowance
+ * of one wall time: an honest evaluation ended `error` by our queue.
+ */
+uint32_t evalrun_queue_ms(uint32_t wall_ms, unsigned sharers);
+uint64_t evalrun_run_mem_default(unsigned in_flight);
 
 /*
  * Finds GPU gpu_index's compute capability in nvidia-smi's

@@ -151,26 +151,30 @@ static void cuda_arch_env(int gpu_index)
 }
 
 /*
- * The run jail's memory limit: $STARK_RUN_MEM_MIB, else an eighth of the
- * machine's memory, from 4 GiB up to 16 GiB.  Why not a fixed 4 GiB: on the
- * H100 host (128 GiB) a KernelBench level-1 problem of 6 GiB tensors,
- * judged with four evaluations in flight, had its referee and two workers
- * peak at 0.3 + 2.8 + 2.5 GiB of resident memory (torch's CUDA libraries,
- * the output window's pinned pieces, the comparison's host copies), and one
- * honest evaluation in four was killed at 4 GiB: our limit, read as the
- * candidate's crash.  An eighth keeps eight evaluations' jails within the
- * machine; 4 GiB stays the floor (what a 2-core, 24 GiB CI machine gets).
+ * The run jail's memory limit: $STARK_RUN_MEM_MIB, else three quarters of
+ * the machine's memory (or of our cgroup's limit, where that is less:
+ * sandbox_memory_limit) shared among the evaluations in flight on it, and
+ * never below 4 GiB (what a 2-core, 24 GiB CI machine gets).  Why a share
+ * and not a fixed part: a KernelBench level-1 problem moves 6-16 GiB of
+ * inputs, which KernelBench's harness makes on the CPU in each worker, so
+ * an evaluation's referee and two workers need two to three times that.
+ * On the H100 host (128 GiB) the former default (an eighth, capped at
+ * 16 GiB) killed 15 honest evaluations of level 1 at 16 GiB while the host
+ * had 100 GiB free, made the workers' copies one after the other (130 s
+ * of a 320 s evaluation) and left 45_Average_Pooling_2D (16 GiB of inputs)
+ * unable to run at all.  A jail's limit bounds what it may take, so the
+ * shares of all evaluations in flight together stay within the machine.
  */
-static uint64_t run_mem_bytes(void)
+uint64_t evalrun_run_mem_default(unsigned in_flight)
 {
 	const char *v = getenv("STARK_RUN_MEM_MIB");
-	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-	uint64_t mib, def = 4ull << 30;
+	uint64_t machine = sandbox_memory_limit();
+	uint64_t mib, def = EVALRUN_RUN_MEM_FLOOR;
 
-	if (pages > 0 && psize > 0) {
-		uint64_t eighth = (uint64_t)pages * (uint64_t)psize / 8;
+	if (machine) {
+		uint64_t share = machine / 4 * 3 / (in_flight ? in_flight : 1);
 
-		def = eighth < def ? def : eighth > (16ull << 30) ? 16ull << 30 : eighth;
+		def = share < def ? def : share;
 	}
 	if (!v || !*v || str_to_u64(v, 512, 1ull << 24, &mib)) {
 		if (v && *v)
@@ -216,7 +220,7 @@ void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, c
 	if (!compile->mem_bytes)
 		compile->mem_bytes = EVALRUN_COMPILE_MEM;
 	if (!run->mem_bytes)
-		run->mem_bytes = run_mem_bytes();
+		run->mem_bytes = evalrun_run_mem_default(1);
 	run->oom_grace_ms = EVALRUN_OOM_GRACE_MS;
 	compile->binds = binds->compile;
 	run->binds = binds->run;

@@ -153,6 +153,12 @@ struct proto_request {
 					   0..1 [0.01] */
 	uint32_t wall_ms;		/* "wall_ms": the evaluator's own budget,
 					   1..PROTO_TIME_MS_MAX [600000] */
+	uint32_t queue_ms;		/* "queue_ms": how far its waits in the
+					   GPU's queue (device memory, the GPU
+					   lock) may move that budget's end on,
+					   where it is handed a GPU lock;
+					   0..PROTO_TIME_MS_MAX; 0 = wall_ms
+					   again [0] */
 	char *verdict;			/* "verdict": which verdict decides "status":
 					   "stark" or "kernelbench"; "" = stark
 					   [""] (docs/METHOD.md) */

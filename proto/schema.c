@@ -66,6 +66,7 @@ static const struct proto_field request_fields[] = {
 	{.key = "l2_flush", .type = PF_BOOL, .off = RQ(l2_flush)},
 	ROW_U32(RQ(host_mem_mib), "host_mem_mib", false, 0, PROTO_HOST_MEM_MIB_MAX),
 	ROW_U32(RQ(wall_ms), "wall_ms", false, 1, PROTO_TIME_MS_MAX),
+	ROW_U32(RQ(queue_ms), "queue_ms", false, 0, PROTO_TIME_MS_MAX),
 	ROW_STR(RQ(verdict), "verdict", false, PROTO_NAME_MAX),
 	ROW_STR(RQ(language), "language", false, PROTO_NAME_MAX),
 	ROW_STR(RQ(precision), "precision", false, PROTO_NAME_MAX),

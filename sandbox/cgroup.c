@@ -117,6 +117,58 @@ static bool own_cgroup(const char *ctrl, char *out, size_t len)
 	return found;
 }
 
+/* A limit file's value: a number of bytes, or UINT64_MAX ("max", absent,
+ * unreadable). */
+static uint64_t read_limit(const char *path)
+{
+	char buf[64];
+	unsigned long long v;
+	char *end;
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return UINT64_MAX;
+	if (!fgets(buf, sizeof(buf), f)) {
+		fclose(f);
+		return UINT64_MAX;
+	}
+	fclose(f);
+	errno = 0;
+	v = strtoull(buf, &end, 10);
+	if (errno || end == buf)
+		return UINT64_MAX;
+	return (uint64_t)v;
+}
+
+uint64_t sandbox_memory_limit(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+	uint64_t lim = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 0;
+	char own[400], path[640];
+	struct statfs sf;
+	bool v2 = statfs("/sys/fs/cgroup", &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC;
+
+	if (!own_cgroup(v2 ? "" : "memory", own, sizeof(own)))
+		return lim;
+	/* Our group and each one above it, up to the hierarchy's root. */
+	for (;;) {
+		uint64_t v;
+		char *slash;
+
+		snprintf(path, sizeof(path), "/sys/fs/cgroup%s%s/%s", v2 ? "" : "/memory",
+			 strcmp(own, "/") == 0 ? "" : own,
+			 v2 ? "memory.max" : "memory.limit_in_bytes");
+		v = read_limit(path);
+		if (v && v < lim)
+			lim = v;
+		slash = strrchr(own, '/');
+		if (!slash || slash == own)
+			break;
+		*slash = '\0';
+	}
+	return lim;
+}
+
 static bool has_controllers(const char *dir, const char *file)
 {
 	char path[640], buf[256] = "";

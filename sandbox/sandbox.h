@@ -218,6 +218,13 @@ const char *sandbox_cgroup_parent(void);
 /* Must be called before the first spawn or probe; ST_EINVAL after it. */
 ST_WUR int sandbox_set_cgroup_parent(const char *dir);
 /*
+ * The memory this process and its jails may take together: the machine's
+ * physical memory, or less where our own cgroup or one above it is limited
+ * (v2 memory.max, v1 memory.limit_in_bytes; a container's --memory).  0
+ * where not even the physical memory is known.
+ */
+uint64_t sandbox_memory_limit(void);
+/*
  * Removes the empty groups left by processes that are gone (a zygote's
  * children killed with it); run once at every probe, and again by a caller
  * whose zygote died.

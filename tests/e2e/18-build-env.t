@@ -57,7 +57,7 @@ printf 'raise ModuleNotFoundError("No module named %s", name="setuptools")\n' "'
 SETUPTOOLS=$("$PY" -c 'import os, setuptools; print(os.path.realpath(os.path.dirname(setuptools.__file__)))')
 TORCH_H=$("$PY" -c 'import os, torch; print(os.path.realpath(os.path.join(os.path.dirname(torch.__file__), "include", "torch")))')
 
-echo "1..16"
+echo "1..17"
 
 # lack NAME FIX-PATTERN ENV...: the evaluation is `error` naming the fix.
 shopt -s extglob
@@ -111,6 +111,11 @@ rc=$?
 [ "$rc" -eq 0 ] && grep -q "everything cpu needs is here" "$T/doc.txt" && ! grep -q MISSING "$T/doc.txt"
 check "stark doctor on this machine: everything cpu needs (exit $rc)" $? "$(cat "$T/doc.txt")"
 sed 's/^/# /' "$T/doc.txt"
+STARK_RUN_MEM_MIB=3000 "$STARK" doctor --json >"$T/doc.json" 2>/dev/null
+d=$(json "$T/doc.json" '[c["detail"] for c in j["checks"] if c["name"] == "run jail memory"][0]')
+[[ "$d" == "2.9 GiB for one evaluation, 2.9 GiB each with --jobs 4 (STARK_RUN_MEM_MIB;"* ]] &&
+	grep -Eq "^  ok +run jail memory +[0-9.]+ GiB for one evaluation, [0-9.]+ GiB each with --jobs 4 \(three quarters" "$T/doc.txt"
+check "stark doctor gives the run jail's memory, and says where STARK_RUN_MEM_MIB sets it" $? "$d" "$(grep 'run jail memory' "$T/doc.txt")"
 
 # A probe stopped by the jail (a call the compile jail forbids) is reported,
 # not waited on: the evaluator stand-in opens an inet socket, then prints a

@@ -48,7 +48,7 @@ case_() {
 	fi
 }
 
-echo "1..19"
+echo "1..20"
 if [ ! -x "$STARK" ]; then
 	for i in $(seq 19); do echo "not ok $i - $STARK is not built"; done
 	exit 1
@@ -157,4 +157,5 @@ sub_tap plan_check.py "the memory plan (phases, reductions and admission)"
 sub_tap ledger_check.py "the memory ledger across processes"
 sub_tap referee_check.py "the referee's memory (re-planning and placements)"
 sub_tap lock_check.py "the GPU lock's queue (errors, skipped steps, the deadline moved)"
+sub_tap kbgen_check.py "a KernelBench trial's inputs late: whose timeout it is"
 exit $failed

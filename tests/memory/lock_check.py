@@ -136,6 +136,14 @@ def main():
        "returned %r, held %r, env %r" % (r, held, ev.res["env"]))
     ok(can_take(path) and ev.lock_held is None, "and lets the lock go after the step")
 
+    # The queue's allowance: the request's queue_ms where the orchestrator
+    # gave one (evaluations sharing the GPU), else the wall time again.
+    ok(L.queue_allowance({"queue_ms": 1080000}, 180.0) == 1080.0 and
+       L.queue_allowance({"queue_ms": 0}, 180.0) == 180.0 and
+       L.queue_allowance({}, 180.0) == 180.0 and
+       L.queue_allowance({"queue_ms": True}, 180.0) == 180.0,
+       "the queue's allowance is the request's queue_ms, else the wall time again")
+
     # The queue's clock: a wait for the lock longer than the time that was
     # left moves the deadline on, within the allowance.
     pid = holder(path, 1.0)

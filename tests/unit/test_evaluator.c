@@ -238,7 +238,7 @@ START_TEST(request_dict)
 		    "['atol16', 'atol32', 'baseline', 'build_dir', 'cache_dir', 'device', 'format', "
 		    "'host_mem_mib', 'id', 'jit_exec', "
 		    "'l2_flush', 'language', 'max_reps', 'max_time_ms', 'min_reps', 'placements', "
-		    "'precision', 'problem_name', 'problem_src', 'rtol16', 'rtol32', 'run_exec', "
+		    "'precision', 'problem_name', 'problem_src', 'queue_ms', 'rtol16', 'rtol32', 'run_exec', "
 		    "'solution_name', 'solution_src', 'stage', 'target_rse', 'timing', 'trials', "
 		    "'verdict', 'wall_ms', 'warmup']");
 	expect_eval(&rq, "'seed' in req or any(str(0x5eed5eed5eed) in repr(v) for v in req.values())",
@@ -246,7 +246,8 @@ START_TEST(request_dict)
 	expect_eval(&rq, "(req['stage'], req['trials'], req['timing'], req['device'])",
 		    "('run', 2, False, 'cpu')");
 	expect_eval(&rq, "req['problem_src']", "b'p\\xc3\\xa9'");
-	expect_eval(&rq, "(req['atol32'], req['rtol16'], req['wall_ms'])", "(0.0001, 0.01, 600000)");
+	expect_eval(&rq, "(req['atol32'], req['rtol16'], req['wall_ms'], req['queue_ms'])",
+		    "(0.0001, 0.01, 600000, 0)");
 	expect_eval(&rq, "repr(req['verdict'])", "''"); /* not set: stark decides */
 	/* not set: eager, and no exec in the run jail */
 	expect_eval(&rq, "(req['baseline'], req['jit_exec'], req['run_exec'])",

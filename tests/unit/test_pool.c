@@ -853,6 +853,66 @@ START_TEST(cache_remember_failure)
 }
 END_TEST
 
+/* The run jail's memory: the machine's share per evaluation in flight,
+ * never below the floor, and $STARK_RUN_MEM_MIB over all of it. */
+START_TEST(run_mem_share)
+{
+	uint64_t phys = sandbox_memory_limit();
+	uint64_t one, four, many;
+	struct evalrun_opts compile, run;
+	struct evalrun_binds binds;
+
+	unsetenv("STARK_RUN_MEM_MIB");
+	one = evalrun_run_mem_default(1);
+	four = evalrun_run_mem_default(4);
+	many = evalrun_run_mem_default(100000);
+	ck_assert_uint_eq(evalrun_run_mem_default(0), one);
+	ck_assert_uint_le(one, phys);
+	ck_assert_uint_ge(four, EVALRUN_RUN_MEM_FLOOR);
+	ck_assert_uint_eq(many, EVALRUN_RUN_MEM_FLOOR);
+	ck_assert_uint_ge(one, four);
+	ck_assert_uint_ge(four, many);
+	/* Three quarters of the machine for one, a quarter of that for four
+	 * (or the floor where that is less). */
+	if (phys / 4 * 3 > EVALRUN_RUN_MEM_FLOOR)
+		ck_assert_uint_le(phys / 4 * 3 - one, 1u << 20);
+	if (phys / 16 * 3 > EVALRUN_RUN_MEM_FLOOR)
+		ck_assert_uint_le(phys / 16 * 3 - four, 1u << 20);
+	ck_assert_int_eq(setenv("STARK_RUN_MEM_MIB", "2048", 1), 0);
+	ck_assert_uint_eq(evalrun_run_mem_default(1), 2048ull << 20);
+	ck_assert_uint_eq(evalrun_run_mem_default(64), 2048ull << 20);
+	ck_assert_int_eq(setenv("STARK_RUN_MEM_MIB", "100", 1), 0); /* below 512: ignored */
+	ck_assert_uint_eq(evalrun_run_mem_default(4), four);
+	ck_assert_int_eq(setenv("STARK_RUN_MEM_MIB", "lots", 1), 0);
+	ck_assert_uint_eq(evalrun_run_mem_default(4), four);
+	unsetenv("STARK_RUN_MEM_MIB");
+	/* The jail keeps a limit its caller set, and takes one evaluation's
+	 * share where none was set. */
+	evalrun_opts_init(&compile);
+	evalrun_opts_init(&run);
+	run.mem_bytes = four;
+	evalrun_jail_opts(&compile, &run, "/nonexistent", "cpu", false, &binds);
+	ck_assert_uint_eq(run.mem_bytes, four);
+	evalrun_opts_init(&compile);
+	evalrun_opts_init(&run);
+	evalrun_jail_opts(&compile, &run, "/nonexistent", "cpu", false, &binds);
+	ck_assert_uint_eq(run.mem_bytes, one);
+}
+END_TEST
+
+/* The queue's allowance: none beyond the wall time for one evaluation on
+ * a GPU, twice the wall time for each other one, capped by the protocol. */
+START_TEST(queue_allowance)
+{
+	ck_assert_uint_eq(evalrun_queue_ms(180000, 0), 0);
+	ck_assert_uint_eq(evalrun_queue_ms(180000, 1), 0);
+	ck_assert_uint_eq(evalrun_queue_ms(180000, 2), 360000);
+	ck_assert_uint_eq(evalrun_queue_ms(180000, 4), 1080000);
+	ck_assert_uint_eq(evalrun_queue_ms(PROTO_TIME_MS_MAX, 3), PROTO_TIME_MS_MAX);
+	ck_assert_uint_eq(evalrun_queue_ms(4000000000u, 64), PROTO_TIME_MS_MAX);
+}
+END_TEST
+
 static Suite *pool_suite(void)
 {
 	Suite *s = suite_create("pool");
@@ -862,6 +922,8 @@ static Suite *pool_suite(void)
 	tcase_add_test(e, parse_caps);
 	tcase_add_test(e, gpu_minor);
 	tcase_add_test(e, needs_compile);
+	tcase_add_test(e, run_mem_share);
+	tcase_add_test(e, queue_allowance);
 	tcase_add_test(e, oom_without_account);
 	tcase_add_test(e, zygote_reports_checked);
 	tcase_add_test(e, zygote_refuses_bad_jobs);

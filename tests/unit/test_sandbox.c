@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
+#include <sys/vfs.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1336,6 +1337,72 @@ START_TEST(compat_entry_matches_the_kernel)
 }
 END_TEST
 
+/* The memory this process may take: the machine's, or its cgroup's limit
+ * where that is less (a container's --memory). */
+START_TEST(memory_limit_follows_cgroup)
+{
+	uint64_t phys = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t lim = sandbox_memory_limit();
+	char own[400] = "", dir[700], file[760], line[512];
+	struct statfs sf;
+	bool v2 = statfs("/sys/fs/cgroup", &sf) == 0 && sf.f_type == 0x63677270;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	int status, fd;
+	pid_t pid;
+
+	ck_assert_uint_gt(lim, 0);
+	ck_assert_uint_le(lim, phys);
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f)) {
+		char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+
+		if (!b)
+			continue;
+		*b = '\0';
+		if ((v2 && a[1] == '\0') || (!v2 && strstr(a + 1, "memory"))) {
+			b[1 + strcspn(b + 1, "\n")] = '\0';
+			snprintf(own, sizeof(own), "%s", strcmp(b + 1, "/") == 0 ? "" : b + 1);
+		}
+	}
+	fclose(f);
+	snprintf(dir, sizeof(dir), "/sys/fs/cgroup%s%s/stark-memlimit-%d", v2 ? "" : "/memory", own,
+		 (int)getpid());
+	if (geteuid() != 0 || mkdir(dir, 0755) < 0) {
+		fprintf(stderr, "memory_limit_follows_cgroup: no group of our own to limit here (%s): %s\n",
+			dir, strerror(errno));
+		return;
+	}
+	snprintf(file, sizeof(file), "%s/%s", dir, v2 ? "memory.max" : "memory.limit_in_bytes");
+	fd = open(file, O_WRONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "1073741824", 10), 10);
+	close(fd);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		char me[32];
+
+		snprintf(file, sizeof(file), "%s/cgroup.procs", dir);
+		snprintf(me, sizeof(me), "%d", (int)getpid());
+		fd = open(file, O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, me, strlen(me)) < 0)
+			_exit(3);
+		close(fd);
+		_exit(sandbox_memory_limit() == (1ull << 30) ? 0 : 1);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	rmdir(dir);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+		fprintf(stderr, "memory_limit_follows_cgroup: cannot join %s\n", dir);
+		return;
+	}
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "a process in a group limited to 1 GiB saw another limit (status %d)", status);
+	/* And where the group is limited above the machine, the machine. */
+	ck_assert_uint_le(sandbox_memory_limit(), phys);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("sandbox");
@@ -1344,6 +1411,7 @@ static Suite *suite(void)
 	tcase_add_checked_fixture(t, setup, teardown);
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, none_env_and_fds);
+	tcase_add_test(t, memory_limit_follows_cgroup);
 	tcase_add_test(t, none_deadline_kills_group);
 	tcase_add_test(t, none_exit_and_signal);
 	tcase_add_test(t, none_missing_program);
