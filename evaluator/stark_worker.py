@@ -147,6 +147,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
         if self.dtype == torch.float32:
             self.dtype = None
         self.jit_cache = None       # Triton's cache of this evaluation (cand)
+        self.jit_memo = {}          # its last count (stark_triton.compiled)
         self.inputs = None
         self.outputs = None
         self.snapshot = None
@@ -437,7 +438,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
         self.kept = None
         self.exact = None
         self.exact_j = None
-        jit0 = stark_triton.compiled(self.jit_cache) if self.jit_cache else None
+        jit0 = stark_triton.compiled(self.jit_cache, self.jit_memo) if self.jit_cache else None
         if self.device.type == "cuda":
             # The pool's context is entered and left outside the timed
             # span.
@@ -446,7 +447,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
                 self.outputs, info = self._timed(self._forward, args.get("gate_us"))
             if jit0 is not None:
                 # Kernels Triton compiled during this call (diagnostics).
-                new = stark_triton.compiled(self.jit_cache) - jit0
+                new = stark_triton.compiled(self.jit_cache, self.jit_memo) - jit0
                 info["jit"] = {"new": new, "ms": round((time.monotonic() - t_jit) * 1e3, 1)}
             out = self.outputs
             items = list(out) if isinstance(out, (tuple, list)) else [out]

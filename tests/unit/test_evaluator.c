@@ -691,6 +691,19 @@ START_TEST(language_files)
 		    " '/b/j.json', '/x.so')], stark_triton.compiled(c))[2])(__import__('tempfile').mkdtemp())",
 		    "2");
 	expect_eval(NULL, "stark_triton.compiled('/nonexistent/stark')", "0");
+	/* With a memo, the count is taken again only where the cache's folder
+	   changed: a file added inside a kernel's folder is not seen, a new
+	   kernel's folder is; a folder changed just before it was counted is
+	   counted again. */
+	expect_eval(NULL,
+		    "(lambda c, m, os, now: (os.makedirs(c + '/a'), open(c + '/a/k.json', 'w').close(),"
+		    " os.utime(c, ns=(now + 10**9, now + 10**9)), stark_triton.compiled(c, m), m['stable'],"
+		    " os.utime(c, ns=(now - 10**9, now - 10**9)), stark_triton.compiled(c, m), m['stable'],"
+		    " open(c + '/a/j.json', 'w').close(), stark_triton.compiled(c, m),"
+		    " stark_triton.compiled(c), os.makedirs(c + '/b'), open(c + '/b/k.json', 'w').close(),"
+		    " stark_triton.compiled(c, m))[3:])"
+		    "(__import__('tempfile').mkdtemp(), {}, __import__('os'), __import__('time').time_ns())",
+		    "(1, False, None, 1, True, None, 1, 2, None, None, 3)");
 	/* what Triton's JIT may exec: its tools' folder (when installed), the
 	   compiler, the interpreter; never a shell or python */
 	expect_eval(NULL,
