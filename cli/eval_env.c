@@ -115,9 +115,9 @@ int cli_eval_env_init(const struct eval_args *a, struct eval_env *e)
 	if (!a->no_jail) {
 		/* Jailed, an evaluation is split (or, in auto, skips a compile
 		 * stage with nothing to build): the compile jail may exec the
-		 * toolchain, the run jail may not (SECURITY.md). */
-		/* The machine's memory shared among the batch's evaluations
-		 * in flight (evalrun_run_mem_default). */
+		 * toolchain, the run jail may not (SECURITY.md).  The run jails
+		 * share the machine's memory among the batch's evaluations in
+		 * flight (evalrun_run_mem_default). */
 		e->ropts.mem_bytes = evalrun_run_mem_default(a->batch ? a->jobs : 1);
 		evalrun_jail_opts(&e->copts, &e->ropts, e->cache, a->device, a->insecure, &e->binds);
 		e->mode = a->stage == EVALRUN_AUTO || (a->stage < 0 && a->batch) ? EVALRUN_AUTO

@@ -150,9 +150,11 @@ void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, c
  * The run jail's memory limit for one of in_flight evaluations on this
  * machine (0 counts as 1): $STARK_RUN_MEM_MIB (MiB, at least 512; a bad
  * value is warned about and ignored), else three quarters of the
- * machine's memory divided by in_flight, at least EVALRUN_RUN_MEM_FLOOR.
+ * machine's memory (sandbox_memory_limit) divided by in_flight, at least
+ * EVALRUN_RUN_MEM_FLOOR.
  */
 #define EVALRUN_RUN_MEM_FLOOR (4ull << 30)
+uint64_t evalrun_run_mem_default(unsigned in_flight);
 
 /*
  * The request's queue_ms for one of sharers evaluations in flight on one
@@ -165,7 +167,6 @@ void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, c
  * of one wall time: an honest evaluation ended `error` by our queue.
  */
 uint32_t evalrun_queue_ms(uint32_t wall_ms, unsigned sharers);
-uint64_t evalrun_run_mem_default(unsigned in_flight);
 
 /*
  * Finds GPU gpu_index's compute capability in nvidia-smi's
