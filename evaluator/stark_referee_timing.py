@@ -10,9 +10,10 @@ streams counts), after the reference worker has flushed the L2 (it is
 shared by every process on the GPU, and the candidate's process could skip
 or patch a flush of its own).  The candidate's claims are bounded by the
 referee's clock: a candidate whose wall time, less the overhead the
-reference shows, exceeds what it claims is timed by the wall clock instead
-(env timing_wall_clock; flag timing_unverified only for a claim that cannot
-be true; stark_referee_readings.judge_claims).  Clocks and
+reference shows, exceeds what it claims by more than the bound's slack is
+charged that excess (env timing_wall_clock; flag timing_unverified, and the
+whole wall time, only for a claim that cannot be true;
+stark_referee_readings.judge_claims).  Clocks and
 throttling are read through NVML in the reference worker, never here:
 neither CUDA nor NVML may be initialized in a process that forks workers
 afterwards.  The timing phase holds the GPU lock exclusively
@@ -285,7 +286,7 @@ class Timing:
     def timing_phase(self, retry=True, t_first=None):
         """See time_models.  A candidate whose claims are not believed gets
         one more timing phase, when the deadline allows, before it is
-        reported by wall clock (and flagged where a claim cannot be true):
+        charged by the wall clock (and flagged where a claim cannot be true):
         a host busy with other work
         can stretch an honest worker's exchanges past the bound (on the
         H100 beside 24 compiler processes, an honest 52 us kernel's
@@ -425,7 +426,8 @@ class Timing:
                 return self.timing_phase(retry=False, t_first=t_first)
             cand_us, ref_us = j["cand"], j["ref"]
             if not j["believed"]:
-                env["timing_method"] = "cuda_events; the candidate by wall clock"
+                env["timing_method"] = ("cuda_events; the candidate charged its exchanges' "
+                                        "time beyond the bound")
             elif j["why"]:
                 env["timing_method"] = "wall_clock (%s)" % j["why"]
             else:
@@ -459,8 +461,11 @@ class Timing:
                 env["timing_unverified"] = j["why"][:900]
             elif not j["believed"]:
                 # Its events leave out host time that its exchanges took:
-                # timed by the referee's clock, which is sound (judge_claims).
-                env["timing_wall_clock"] = j["why"][:900]
+                # charged what the referee's clock saw beyond the bound
+                # (judge_claims).
+                env["timing_wall_clock"] = ("%s; each call charged max(claim, wall - %.1f us "
+                                            "overhead - %.1f us slack)" % (
+                                                j["why"], j["o_ref"], j["slack"]))[:900]
         else:
             cand_us, ref_us = walls["cand"], walls["ref"]
             env["timing_method"] = "wall_clock"
@@ -497,16 +502,19 @@ class Timing:
     @staticmethod
     def call_detail(replies, walls):
         """Medians of a model's GPU call readings, for the result's notes:
-        the referee's wall time, the events (start->end, start->guard) and
-        where the worker's host time went (as host_us lists it).  The
+        the referee's wall time, the worker's own time from request to reply
+        (exch_us), the events (start->end, start->guard) and where the
+        worker's host time went (as host_us lists it).  The
         candidate's are its own word: diagnostics, never evidence."""
         ev = median([number(r.get("ev_us")) for r in replies])
         guard = median([number(r.get("guard_us")) for r in replies])
+        exch = median([number(r.get("exch_us")) for r in replies])
         host = [r.get("host_us") for r in replies]
         host = [h for h in host if isinstance(h, list) and len(h) == 5]
         parts = ["/".join("%.0f" % median([number(h[i]) for h in host]) for i in range(5))
                  if host else "?"]
-        return "wall %.1f ev %.1f guard %.1f host %s" % (median(walls), ev, guard, parts[0])
+        return "wall %.1f in-worker %.1f ev %.1f guard %.1f host %s" % (
+            median(walls), exch, ev, guard, parts[0])
 
     def check_roofline(self, c_med, dev):
         """Flag speedup_beyond_roofline: the candidate's median is below the

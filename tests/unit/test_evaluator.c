@@ -368,12 +368,29 @@ START_TEST(claims_bound)
 		    "[140.0, 142.0, 141.0], [100.0, 101.0, 100.5], [160.0] * 3, [240.0, 241.0, 239.0],"
 		    " [200.0, 200.5, 199.5]))",
 		    "(True, [100.0, 101.0], 40.0)");
-	/* Forged event times: the wall clock is believed instead. */
+	/* Forged event times: the wall clock is believed instead, less the
+	   slack every candidate gets (1040 - 40 overhead - 150). */
 	expect_eval(NULL,
-		    "(lambda j: (j['believed'], j['cand'], 'exceeds' in j['why']))("
+		    "(lambda j: (j['believed'], j['cand'], 'exceeds' in j['why'], j['slack']))("
 		    "stark_referee_readings.judge_claims([1040.0] * 3, [1.0] * 3, [1060.0] * 3,"
 		    " [240.0] * 3, [200.0] * 3))",
-		    "(False, [1000.0, 1000.0, 1000.0], True)");
+		    "(False, [850.0, 850.0, 850.0], True, 150.0)");
+	/* An honest kernel whose launcher costs the host a little more than
+	   the slack is charged that little, not its whole exchange: no jump
+	   from 1.00x to 0.25x as the gap crosses the bound. */
+	expect_eval(NULL,
+		    "(lambda j: (j['believed'], j['cand']))(stark_referee_readings.judge_claims("
+		    "[2088.0 + 48.0 + 170.0] * 3, [48.0] * 3, [9000.0] * 3, [2088.0 + 48.0] * 3,"
+		    " [48.0] * 3))",
+		    "(False, [68.0, 68.0, 68.0])");
+	/* A forger gains nothing by it: whatever it claims for 1000 us of work,
+	   it is charged no less than the least claim the bound believes. */
+	expect_eval(NULL,
+		    "(lambda js: (min(stark_referee_readings.median(j['cand']) for c, j in js),"
+		    " min(c for c, j in js if j['believed'])))("
+		    "[(c, stark_referee_readings.judge_claims([1040.0] * 3, [float(c)] * 3, [1060.0] * 3,"
+		    " [240.0] * 3, [200.0] * 3)) for c in range(0, 1001, 5)])",
+		    "(800.0, 800)");
 	/* A gap within the slack (CLAIM_SLACK_US, or CLAIM_SLACK_FRAC of the
 	   claim) is believed, one beyond it is not. */
 	expect_eval(NULL,
