@@ -76,7 +76,13 @@ class Inputs:
         get_inputs() runs, the generated tensors are dropped once copied
         into the buffers, and the variant is made in the buffers in place,
         so a call's inputs need their own size twice (generated and
-        buffered) at the peak, not four times."""
+        buffered) at the peak, not four times.  The last call's inputs are
+        let go too: where a buffer is replaced (inputs of another shape),
+        the old one must be gone before the new one is made (_place), and
+        self.inputs held it, as did _place's own loop -- three copies of
+        the inputs at that step (tests/memory/genbuf_check.py)."""
+        self.inputs = None
+        self.in_bufs = []
         self.outputs = None
         self.snapshot = None
         self.kept = None
@@ -217,8 +223,11 @@ class Inputs:
                 # tensor it keeps (a module-level constant), which a model
                 # that mutates its inputs would otherwise change for later
                 # calls.
+                # The old buffer goes before the new one comes: this
+                # loop's own name for it too.
+                buf = None
                 if i < len(bufs):
-                    bufs[i] = None      # the old buffer goes before the new one comes
+                    bufs[i] = None
                 with self._in_slot():
                     buf = torch.empty(t.shape, dtype=t.dtype, device=self.device)
                 buf.copy_(t)

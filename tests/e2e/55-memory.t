@@ -9,8 +9,9 @@
 # float64 runs) skipped with our limit named, never charged; a reference
 # that is not deterministic an error naming its random modules; the memory
 # plan, the GPU memory ledger across processes and the referee's use of
-# it, and the GPU lock's queue past the deadline (tests/memory/plan_check.py,
-# ledger_check.py, referee_check.py, lock_check.py); KernelBench's trials
+# it, the GPU lock's queue past the deadline and the input buffers replaced
+# (tests/memory/plan_check.py, ledger_check.py, referee_check.py,
+# lock_check.py, genbuf_check.py); KernelBench's trials
 # stopped by the evaluator's deadline or memory: its verdict not reached.
 # About 130 s.  Prints TAP.
 set -u
@@ -158,4 +159,5 @@ sub_tap ledger_check.py "the memory ledger across processes"
 sub_tap referee_check.py "the referee's memory (re-planning and placements)"
 sub_tap lock_check.py "the GPU lock's queue (errors, skipped steps, the deadline moved)"
 sub_tap kbgen_check.py "a KernelBench trial's inputs late: whose timeout it is"
+sub_tap genbuf_check.py "a call's input buffers: the old one let go before one of another shape"
 exit $failed

@@ -1,0 +1,62 @@
+"""A call's inputs in the worker (evaluator/stark_worker_inputs.py,
+Inputs.cmd_gen and _place): where a GEN's inputs take another shape than
+the last call's, the last call's buffer is gone before the new one is made,
+so the inputs are held twice at that step (generated and buffered), not
+three times; where the shape is the same, the buffer is reused.  A
+worker made in this process on the CPU, the problem a module of our own.
+Prints TAP.
+Usage: python3 tests/memory/genbuf_check.py"""
+import os
+import sys
+import types
+import weakref
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "evaluator"))
+sys.path.insert(0, HERE)
+sys.modules["_stark"] = types.SimpleNamespace(limits=lambda: {})
+
+import torch  # noqa: E402
+from tap import done, ok  # noqa: E402
+import stark_worker  # noqa: E402
+
+problem = types.ModuleType("problem")
+problem.n = 1 << 16
+
+
+def get_inputs():
+    return [torch.randn(problem.n)]
+
+
+problem.get_inputs = get_inputs
+w = stark_worker.Worker(None, "ref", {"device": "cpu"}, problem)
+w.cmd_gen({"seed": 1})
+first = w.inputs[0]
+ok(tuple(first.shape) == (1 << 16,), "the first GEN's input in a buffer of its shape")
+w.cmd_gen({"seed": 2})
+ok(w.inputs[0] is first, "the same shape again: the same buffer, filled anew")
+
+# Another shape: when the new buffer is made, the old one must be gone.
+old = weakref.ref(first)
+del first
+seen = []
+real_empty = torch.empty
+
+
+def watching_empty(*args, **kw):
+    shape = args[0] if args else kw.get("size")
+    if tuple(shape) == (1 << 17,):
+        seen.append(old() is None)
+    return real_empty(*args, **kw)
+
+
+torch.empty = watching_empty
+try:
+    w.cmd_gen({"seed": 3, "sizes": {"n": 1 << 17}})
+finally:
+    torch.empty = real_empty
+ok(seen == [True], "inputs of another shape: the last call's buffer let go before the new one "
+   "is made (the inputs twice at that step, not three times)", "seen %r" % seen)
+ok(tuple(w.inputs[0].shape) == (1 << 17,) and problem.n == 1 << 16,
+   "the new shape's input buffered; the problem's size restored")
+sys.exit(done())
