@@ -49,7 +49,7 @@ case_() {
 	fi
 }
 
-echo "1..20"
+echo "1..21"
 if [ ! -x "$STARK" ]; then
 	for i in $(seq 19); do echo "not ok $i - $STARK is not built"; done
 	exit 1
