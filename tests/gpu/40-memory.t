@@ -1,7 +1,9 @@
 #!/bin/bash
 # Memory and launch-bound timing on a GPU at KernelBench's sizes (problems in
 # tests/gpu/memory/, written for STARK): 6 GiB outputs stream through the
-# output window and are judged correct with the memory plan in env; a
+# output window and are judged correct with the memory plan in env, neither
+# worker's allocator measured holding more than 1.10x its peak (the inputs
+# are made in a pool of their own, let go once buffered); a
 # candidate that takes far more of the device than the reference answers for
 # running out; a problem that cannot fit twice is an error before loading; a
 # reference that is not deterministic is an error that says by how much;
@@ -56,7 +58,7 @@ PY
 echo "1..11"
 
 judge "6 GiB outputs stream through the window and are judged correct" correct \
-	'int(e["output_window"].split()[0]) >= 24 and "inputs 6.00 GiB" in e["mem_estimate"] and "mem_measured" in e and e["reference_repeat"].startswith("bitwise")' \
+	'int(e["output_window"].split()[0]) >= 24 and "inputs 6.00 GiB" in e["mem_estimate"] and "mem_measured" in e and "allocator holds" not in e["mem_measured"] and e["reference_repeat"].startswith("bitwise")' \
 	$M/big/problem.py $M/big/honest.py
 judge "a candidate that takes far more of the device than the reference answers for it" runtime_error \
 	'"far beyond the reference" in d["message"]' \
