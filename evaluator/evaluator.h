@@ -32,7 +32,11 @@
 			  byte 1 exclusively while one times, shared while
 			  one runs other GPU work (trials, probes); byte 0,
 			  exclusively, only while waiting for byte 1, so a
-			  timing that waits keeps new shared holders out.
+			  timing that waits keeps new shared holders out;
+			  byte 3 shared by each timing from the start of
+			  its wait until it lets byte 1 go, and a shared
+			  step does not queue for byte 0 while byte 3 is
+			  held, so timings run back to back.
 			  Other programs that use the GPU may take byte 1
 			  the same way to keep out of timings.  The same
 			  file holds the memory ledger (byte 2, bytes

@@ -2,15 +2,19 @@
 EVAL_FD_LOCK), for scripts that share a GPU with `stark eval --gpu-lock
 FILE`: POSIX record locks on byte 1 of FILE, exclusive to time, shared for
 other GPU work, each taken while holding byte 0 (the turnstile), so a
-timing that waits keeps new shared holders out.
+timing that waits keeps new shared holders out; a timing also holds byte 3
+shared from the start of its wait to its end, and shared work waits while
+any timing holds it, so timings run back to back.
 
 The same file holds the evaluations' memory ledger (evaluator/stark_memory.py):
 `python3 scripts/gpulock.py FILE` lists the reservations standing there."""
+import errno
 import fcntl
 import os
 import sys
+import time
 
-TURN, GPU = 0, 1
+TURN, GPU, TIMING = 0, 1, 3
 
 
 class GpuLock:
@@ -21,6 +25,18 @@ class GpuLock:
 
     def __enter__(self):
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        if self.exclusive:
+            fcntl.lockf(self.fd, fcntl.LOCK_SH, 1, TIMING)
+        else:
+            while True:     # no timing waiting or running
+                try:
+                    fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, TIMING)
+                    fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, TIMING)
+                    break
+                except OSError as e:
+                    if e.errno not in (errno.EACCES, errno.EAGAIN):
+                        raise
+                    time.sleep(0.01)
         fcntl.lockf(self.fd, fcntl.LOCK_EX, 1, TURN)
         try:
             fcntl.lockf(self.fd, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH, 1, GPU)

@@ -157,7 +157,7 @@ sub_tap() {
 sub_tap plan_check.py "the memory plan (phases, reductions and admission)"
 sub_tap ledger_check.py "the memory ledger across processes"
 sub_tap referee_check.py "the referee's memory (re-planning and placements)"
-sub_tap lock_check.py "the GPU lock's queue (errors, skipped steps, the deadline moved)"
+sub_tap lock_check.py "the GPU lock's queue (errors, skipped steps, the deadline moved, timings first)"
 sub_tap kbgen_check.py "a KernelBench trial's inputs late: whose timeout it is"
 sub_tap genbuf_check.py "a call's input buffers: the old one let go before one of another shape"
 exit $failed

@@ -3,8 +3,8 @@ evaluations' timings hold it past the deadline: that wait is the
 evaluator's queue, so a step that needs the lock ends as an `error` naming
 the evaluator's limit (never the candidate's `timeout`), and a step the
 verdict can do without (the checks after the timing) is skipped with a
-note; and the wait moves the evaluation's deadline on, within its
-allowance (the queue's clock).  The lock is held by a real process on a
+note; the wait moves the evaluation's deadline on, within its
+allowance (the queue's clock); and timings go first, back to back.  The lock is held by a real process on a
 real lock file.  No GPU and
 no torch.  Prints TAP.  Usage: python3 tests/memory/lock_check.py"""
 import fcntl
@@ -176,10 +176,83 @@ def main():
     ok(got == "error" and 0.35 < waited < 0.9,
        "no further than its allowance: then the step is the evaluator's error",
        "got %r after %.2f s" % (got, waited))
+    timings_first(path, fd)
     os.close(fd)
     os.unlink(path)
     os.rmdir(tmp)
     return done()
+
+
+def marker(path):
+    """A process marking LOCK_TIMING as a timing that waits does (shared),
+    with the GPU byte itself free; killed by the caller."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        fd = os.open(path, os.O_RDWR)
+        fcntl.lockf(fd, fcntl.LOCK_SH, 1, L.LOCK_TIMING)
+        os.write(w, b"x")
+        while True:
+            time.sleep(1)
+    os.close(w)
+    os.read(r, 1)
+    os.close(r)
+    return pid
+
+
+def shared_free(path):
+    """Whether another process's shared step would queue now (no timing marked)."""
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(path, os.O_RDWR)
+        try:
+            L._no_timing_waits(fd)
+            os._exit(0)
+        except OSError:
+            os._exit(1)
+    return os.waitpid(pid, 0)[1] == 0
+
+
+def timings_first(path, fd):
+    """Timings go back to back: while one waits (LOCK_TIMING marked), a
+    shared step does not get the GPU although its byte is free; another
+    timing does, and marks it while it holds the GPU; letting go unmarks."""
+    pid = marker(path)
+    try:
+        ev = Evaluation(fd, wait_s=0.3)
+        ran = []
+        try:
+            with ev.gpu_shared("trial 2 of 5"):
+                ran.append("trial")
+        except L.LockNotFree:
+            pass
+        ok(not ran and can_take(path),
+           "while a timing waits, a shared step stays out although the GPU is free",
+           "ran %r" % ran)
+        ev = Evaluation(fd, wait_s=0.3)
+        took = ev.take_lock(exclusive=True)
+        ok(took and ev.lock_held == "ex" and not can_take(path),
+           "another timing gets the GPU meanwhile: timings back to back")
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    ok(not shared_free(path), "a timing holding the GPU keeps the mark: shared steps wait")
+    ev.release_lock()
+    ok(shared_free(path) and can_take(path), "letting the GPU go drops the mark")
+    ev = Evaluation(fd, wait_s=0.3)
+    with ev.gpu_shared("trial 3 of 5"):
+        inside = not can_take(path)
+    ok(inside and shared_free(path), "with no timing marked, a shared step runs, marking nothing")
+    pid = holder(path)
+    try:
+        ev = Evaluation(fd, wait_s=0.3)
+        took = ev.take_lock(exclusive=True)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    ok(not took and ev.lock_held is None and shared_free(path),
+       "a timing that gave up at its deadline drops its mark")
 
 
 if __name__ == "__main__":
