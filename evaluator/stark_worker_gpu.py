@@ -384,11 +384,18 @@ class GpuTiming:
         the current placement (nothing on CPUs)."""
         if (self.device.type == "cuda" and self.slot < len(self.pools) and
                 self.pools[self.slot] is not None):
-            dev = self.device
-            if dev.index is None:
-                dev = torch.device("cuda", torch.cuda.current_device())
-            return torch.cuda.use_mem_pool(self.pools[self.slot], dev)
+            return self._in_pool(self.pools[self.slot])
         return contextlib.nullcontext()
+
+    def _in_pool(self, pool):
+        """A context in which this worker's allocations go to `pool` (a
+        MemPool on this worker's GPU; None: where they would go anyway)."""
+        if pool is None:
+            return contextlib.nullcontext()
+        dev = self.device
+        if dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
+        return torch.cuda.use_mem_pool(pool, dev)
 
     # -- the L2 flush and the device (reference only) ---------------------
     def _l2_bytes(self):

@@ -13,11 +13,10 @@ are large (Worker.check_copy_bytes).  The description of the inputs is
 what the referee compares between the two workers.
 
 A part of stark_worker.Worker (a mixin): it uses the worker's device,
-problem, role and placements (stark_worker_gpu: _slot, _in_slot) and its
+problem, role and placements (stark_worker_gpu: _slot, _in_slot, _in_pool) and its
 memory facts (stark_worker_memory).
 """
 
-import contextlib
 import os
 import random
 import sys
@@ -96,7 +95,7 @@ class Inputs:
             # needed, not held through every later phase (stark_memory).
             self.model64 = None
         pool = self._gen_pool()
-        with self._using(pool):
+        with self._in_pool(pool):
             items, variant = self._make_inputs(args)
         desc, tensors = T.describe_inputs(items)
         nbytes = sum(t.numel() * t.element_size() for t in tensors)
@@ -141,16 +140,6 @@ class Inputs:
         if self.device.type != "cuda" or not hasattr(torch.cuda, "MemPool"):
             return None
         return torch.cuda.MemPool()
-
-    def _using(self, pool):
-        """A context in which this worker's allocations go to `pool`
-        (none: where they would go anyway)."""
-        if pool is None:
-            return contextlib.nullcontext()
-        dev = self.device
-        if dev.index is None:
-            dev = torch.device("cuda", torch.cuda.current_device())
-        return torch.cuda.use_mem_pool(pool, dev)
 
     def _make_inputs(self, args, own_seed=True):
         """get_inputs() for GEN's args: the items, and the seed of the
