@@ -37,11 +37,15 @@ class DataPath:
     def send_gen(self, w, args, what):
         self.talk(w, what, w.chan.send_json, W.GEN, args, self.deadline)
 
-    def recv_gen(self, w, what):
+    def recv_gen(self, w, what, host=False):
         """A worker's reply to GEN: the description of its inputs, checked
-        for shape; returns (description, tensor bytes)."""
+        for shape; returns (description, tensor bytes).  host: the reply to
+        GEN host_only (kb_inputs_ahead): (None, its CPU tensors' bytes)."""
         def go():
             d = self.expect_ok(w, what)
+            if host:
+                n = d.get("host_bytes")
+                return None, n if type(n) is int and n >= 0 else 0
             n = d.get("placements")
             if w is self.ref and type(n) is int and 0 < n <= self.req["placements"]:
                 self.placements = max(self.placements, n)
@@ -70,7 +74,7 @@ class DataPath:
                 args["places"] = self.place_cap
         if extra:
             args.update(extra)
-        if "kb" in args:
+        if "kb" in args and not args.get("from_host"):
             return self.gen_cpu_made(args, what)
         for w in (self.ref, self.cand):
             self.send_gen(w, args, what)
@@ -91,7 +95,8 @@ class DataPath:
         CPU copies would not fit the run jail's memory at once
         (kb_serial), the candidate's worker makes its copy after the
         reference's."""
-        serial = self.kb_serial()
+        host = bool(args.get("host_only"))
+        serial = not host and self.kb_serial()
         t0 = time.monotonic()
         ready = {}
         cand_t0 = t0
@@ -113,8 +118,8 @@ class DataPath:
                     for w in (self.ref, self.cand):
                         self.send_gen(w, args, what)
                     self.await_replies((self.ref, self.cand), what, ready)
-                    ref_desc, nbytes = self.recv_gen(self.ref, what)
-                cand_desc, _ = self.recv_gen(self.cand, what)
+                    ref_desc, nbytes = self.recv_gen(self.ref, what, host)
+                cand_desc, _ = self.recv_gen(self.cand, what, host)
         except Verdict as v:
             raise self.kb_gen_late(v, ready, t0, cand_t0) from None
         ref_s = ready.get("ref", time.monotonic()) - t0
@@ -128,8 +133,24 @@ class DataPath:
         if self.kb_gens[True]:
             self.res["env"]["kb_gen_order"] = "%d one worker after the other, %d both at once" % (
                 self.kb_gens[True], self.kb_gens[False])
-        self.check_gen(ref_desc, cand_desc, what)
+        if not host:
+            self.check_gen(ref_desc, cand_desc, what)
         return nbytes
+
+    def kb_inputs_ahead(self, seed, prec, what):
+        """A KernelBench trial's inputs made on the CPU by both workers
+        before the referee takes the GPU lock for the trial (GEN
+        host_only, through gen_cpu_made's clock and blame), so the seconds
+        that takes do not keep the GPU's other evaluations from timing; the
+        trial's GEN then only moves them to the device (from_host).
+        Returns whether it did: not where they are made one worker after
+        the other (kb_serial: each worker's copy must reach the device,
+        under the lock, before the other's is made)."""
+        if self.kb_serial():
+            return False
+        self.gen_cpu_made({"seed": seed, "sizes": {}, "variant": False,
+                           "kb": prec, "host_only": True}, what)
+        return True
 
     def kb_gen_late(self, v, ready, t0, cand_t0):
         """A candidate's worker that missed the deadline while making

@@ -104,8 +104,9 @@ class Verdicts:
         for t, seed in enumerate(seeds):
             what = "KernelBench trial %d of %d" % (t + 1, n)
             try:
+                ahead = self.kb_inputs_ahead(seed, prec, what)
                 with self.gpu_shared(what):
-                    r = self._kb_trial(t, seed, what, tol)
+                    r = self._kb_trial(t, seed, what, tol, ahead)
             except _KbStop as s:
                 stop = (s.status, "trial %d: %s" % (t + 1, s.why))
                 kb["trials_run"] = t + 1
@@ -173,11 +174,15 @@ class Verdicts:
                             "worst element" % (head, number(kb["max_diff"]), 100 * worst_used))
         return kb
 
-    def _kb_trial(self, t, seed, what, tol):
-        """One KernelBench trial: both workers make its inputs, each model
-        runs with the other stopped, the reference worker applies
-        torch.allclose.  Returns stark_rules.kb_allclose's figures."""
-        self.gen_inputs("kb-%d" % t, what, extra={"kb": kb_precision(self.req), "seed": seed})
+    def _kb_trial(self, t, seed, what, tol, ahead=False):
+        """One KernelBench trial: both workers make its inputs (or move to
+        the device those made ahead, kb_inputs_ahead), each model runs with
+        the other stopped, the reference worker applies torch.allclose.
+        Returns stark_rules.kb_allclose's figures."""
+        extra = {"kb": kb_precision(self.req), "seed": seed}
+        if ahead:
+            extra["from_host"] = True
+        self.gen_inputs("kb-%d" % t, what, extra=extra)
         replies = {}
         t0 = time.monotonic()
         with Stopped(self.cand):

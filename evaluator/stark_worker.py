@@ -162,6 +162,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
         self.cycles_per_us = 0.0   # the GPU's clock, for torch.cuda._sleep
         self.gen_desc = None   # the last GEN's input description
         self.gen_args = None   # the last GEN's arguments (regenerate_inputs)
+        self.kb_host = None    # (seed, items): KernelBench's CPU inputs made ahead (GEN host_only)
         self.gens = 0
         self.kept = None       # reference: outputs described at FETCH
         self.model64 = None    # reference: its float64 copy, made for a recheck

@@ -81,6 +81,7 @@ class Inputs:
         the old one must be gone before the new one is made (_place), and
         self.inputs held it, as did _place's own loop -- three copies of
         the inputs at that step (tests/memory/genbuf_check.py)."""
+        held, self.kb_host = self.kb_host, None
         self.inputs = None
         self.in_bufs = []
         self.outputs = None
@@ -94,9 +95,12 @@ class Inputs:
             # A large float64 copy of the model is made again when next
             # needed, not held through every later phase (stark_memory).
             self.model64 = None
+        if args.get("host_only"):
+            return self._kb_host_gen(args)
         pool = self._gen_pool()
         with self._in_pool(pool):
-            items, variant = self._make_inputs(args)
+            items, variant = self._make_inputs(args, held=held if args.get("from_host") else None)
+        del held
         desc, tensors = T.describe_inputs(items)
         nbytes = sum(t.numel() * t.element_size() for t in tensors)
         self.slot = self._slot(nbytes, args.get("slot"), args.get("places"))
@@ -141,9 +145,26 @@ class Inputs:
             return None
         return torch.cuda.MemPool()
 
-    def _make_inputs(self, args, own_seed=True):
+    def _kb_host_gen(self, args):
+        """GEN with "host_only" (a KernelBench trial's, "kb" and its
+        "seed"): only get_inputs() on the CPU, as KernelBench's harness
+        makes them, kept for the next GEN, which says "from_host" and moves
+        them to the device.  The referee asks for this before it takes the
+        GPU lock for the trial, so the seconds the CPU takes (15-20 s a
+        trial at level 1's sizes) do not hold up the GPU's other
+        evaluations' timings.  Replies the CPU tensors' bytes."""
+        if not isinstance(args.get("kb"), str):
+            raise ValueError("GEN host_only is for KernelBench's trials (no \"kb\")")
+        items, _ = self._make_inputs(args, host_only=True)
+        self.kb_host = (int(args["seed"]), items)
+        return {"host_bytes": sum(t.numel() * t.element_size() for t in items
+                                  if isinstance(t, torch.Tensor))}
+
+    def _make_inputs(self, args, own_seed=True, host_only=False, held=None):
         """get_inputs() for GEN's args: the items, and the seed of the
-        variant to apply (None for the problem's own distribution)."""
+        variant to apply (None for the problem's own distribution).
+        host_only, held: KernelBench's CPU inputs only, or those made
+        ahead (_kb_host_gen; _kb_generate)."""
         seed = int(args["seed"])
         sizes = args.get("sizes") if isinstance(args.get("sizes"), dict) else {}
         mod = self.problem
@@ -161,7 +182,9 @@ class Inputs:
             # inputs are made the way the problem expects, in both workers.
             torch.set_default_dtype(torch.float32)
             if kb is not None:
-                items = self._kb_generate(seed, kb)
+                items = self._kb_generate(seed, kb, host_only, held)
+                if host_only:
+                    return items, None
             else:
                 self._seed_all(seed)
                 items = self._generate()
@@ -209,16 +232,22 @@ class Inputs:
         if self.device.type == "cuda":
             torch.cuda.manual_seed(seed)
 
-    def _kb_generate(self, seed, precision):
+    def _kb_generate(self, seed, precision, host_only=False, held=None):
         """A KernelBench trial's inputs, made as its harness makes them
         (eval.py, run_and_check_correctness): set_seed(trial seed),
         get_inputs() on the CPU (no default device), every tensor cast to
         the precision's dtype and moved to the device
-        (stark_rules.kb_process_input)."""
-        self._kb_seed(seed)
-        items = self.problem.get_inputs()
-        if not isinstance(items, (list, tuple)):
-            raise TypeError("get_inputs() returned %s, not a list" % type(items).__name__)
+        (stark_rules.kb_process_input).  host_only: the CPU's items alone;
+        held: (seed, items) made so before, used for that seed."""
+        if held is not None and held[0] == seed:
+            items = held[1]
+        else:
+            self._kb_seed(seed)
+            items = self.problem.get_inputs()
+            if not isinstance(items, (list, tuple)):
+                raise TypeError("get_inputs() returned %s, not a list" % type(items).__name__)
+        if host_only:
+            return list(items)
         return [R.kb_process_input(x, self.device, precision) for x in items]
 
     def _place(self, desc, tensors, check=True, variant=None, centre=False):

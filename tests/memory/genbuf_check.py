@@ -2,7 +2,9 @@
 Inputs.cmd_gen and _place): where a GEN's inputs take another shape than
 the last call's, the last call's buffer is gone before the new one is made,
 so the inputs are held twice at that step (generated and buffered), not
-three times; where the shape is the same, the buffer is reused.  A
+three times; where the shape is the same, the buffer is reused; and a
+KernelBench trial's CPU inputs made ahead of the GPU lock are the ones the
+trial then uses, made once.  A
 worker made in this process on the CPU, the problem a module of our own.
 Prints TAP.
 Usage: python3 tests/memory/genbuf_check.py"""
@@ -59,4 +61,33 @@ ok(seen == [True], "inputs of another shape: the last call's buffer let go befor
    "is made (the inputs twice at that step, not three times)", "seen %r" % seen)
 ok(tuple(w.inputs[0].shape) == (1 << 17,) and problem.n == 1 << 16,
    "the new shape's input buffered; the problem's size restored")
+
+# KernelBench's CPU inputs made ahead of the trial's GPU lock (GEN
+# host_only), then moved by the trial's GEN (from_host): get_inputs() runs
+# once, and the inputs are those a plain KernelBench GEN makes.
+calls = []
+real_get = problem.get_inputs
+
+
+def counted():
+    calls.append(1)
+    return real_get()
+
+
+problem.get_inputs = counted
+problem.n = 1 << 10
+r = w.cmd_gen({"seed": 42, "kb": "fp32", "host_only": True})
+ok(r == {"host_bytes": 4 << 10} and w.kb_host is not None and len(calls) == 1,
+   "GEN host_only: KernelBench's get_inputs() on the CPU, kept, its bytes replied", "reply %r" % r)
+w.cmd_gen({"seed": 42, "kb": "fp32", "from_host": True})
+ahead = w.inputs[0].clone()
+ok(len(calls) == 1 and w.kb_host is None,
+   "the trial's GEN (from_host) uses them: get_inputs() not run again, nothing kept",
+   "%d calls" % len(calls))
+w.cmd_gen({"seed": 42, "kb": "fp32"})
+ok(len(calls) == 2 and torch.equal(w.inputs[0], ahead),
+   "the same inputs as a KernelBench GEN that makes them itself")
+w.cmd_gen({"seed": 42, "kb": "fp32", "host_only": True})
+w.cmd_gen({"seed": 7})
+ok(w.kb_host is None, "inputs made ahead and not used are let go by the next GEN")
 sys.exit(done())
