@@ -197,19 +197,19 @@ class GpuLock:
     def release_lock(self):
         if self.lock_held:
             self.lock_held = None
-            try:
-                fcntl.lockf(self.lock_fd, fcntl.LOCK_UN, 1, LOCK_GPU)
-            except OSError:
-                pass
+            self._unlock(LOCK_GPU)
         self._unmark_timing()
 
     def _unmark_timing(self):
         if self.timing_marked:
             self.timing_marked = False
-            try:
-                fcntl.lockf(self.lock_fd, fcntl.LOCK_UN, 1, LOCK_TIMING)
-            except OSError:
-                pass
+            self._unlock(LOCK_TIMING)
+
+    def _unlock(self, byte):
+        try:
+            fcntl.lockf(self.lock_fd, fcntl.LOCK_UN, 1, byte)
+        except OSError:
+            pass
 
     @contextlib.contextmanager
     def gpu_shared(self, what="a step on the GPU"):

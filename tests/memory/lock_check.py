@@ -45,15 +45,15 @@ class Evaluation(L.GpuLock):
         return time.monotonic() < self.until
 
 
-def holder(path, secs=None):
+def holder(path, secs=None, how=fcntl.LOCK_EX, byte=L.LOCK_GPU):
     """A process holding the GPU lock exclusively (another evaluation's
-    timing), for secs seconds, or until killed."""
+    timing), or `byte` as `how` says, for secs seconds, or until killed."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
         fd = os.open(path, os.O_RDWR)
-        fcntl.lockf(fd, fcntl.LOCK_EX, 1, L.LOCK_GPU)
+        fcntl.lockf(fd, how, 1, byte)
         os.write(w, b"x")
         while secs is None:
             time.sleep(1)
@@ -183,24 +183,6 @@ def main():
     return done()
 
 
-def marker(path):
-    """A process marking LOCK_TIMING as a timing that waits does (shared),
-    with the GPU byte itself free; killed by the caller."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        fd = os.open(path, os.O_RDWR)
-        fcntl.lockf(fd, fcntl.LOCK_SH, 1, L.LOCK_TIMING)
-        os.write(w, b"x")
-        while True:
-            time.sleep(1)
-    os.close(w)
-    os.read(r, 1)
-    os.close(r)
-    return pid
-
-
 def shared_free(path):
     """Whether another process's shared step would queue now (no timing marked)."""
     pid = os.fork()
@@ -218,7 +200,8 @@ def timings_first(path, fd):
     """Timings go back to back: while one waits (LOCK_TIMING marked), a
     shared step does not get the GPU although its byte is free; another
     timing does, and marks it while it holds the GPU; letting go unmarks."""
-    pid = marker(path)
+    # A timing that waits: LOCK_TIMING marked, the GPU byte itself free.
+    pid = holder(path, how=fcntl.LOCK_SH, byte=L.LOCK_TIMING)
     try:
         ev = Evaluation(fd, wait_s=0.3)
         ran = []
