@@ -64,6 +64,13 @@ def _no_timing_waits(fd):
     fcntl.lockf(fd, fcntl.LOCK_UN, 1, LOCK_TIMING)
 
 
+def _unlock(fd, byte):
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_UN, 1, byte)
+    except OSError:
+        pass
+
+
 class GpuLock:
     """The part of Evaluation that takes and lets go of the GPU lock, and
     keeps the clock of its queue."""
@@ -181,13 +188,11 @@ class GpuLock:
                 time.sleep(delay)
                 delay = min(delay * 2, 0.02)
         finally:
+            # (by fd: a lock found unusable above is no longer self.lock_fd)
             if turn:
-                try:
-                    fcntl.lockf(fd, fcntl.LOCK_UN, 1, LOCK_TURN)
-                except OSError:
-                    pass
+                _unlock(fd, LOCK_TURN)
             if not got:
-                self._unmark_timing()
+                self._unmark_timing(fd)
             waited = self.lock_wait.get(want, 0.0) + time.monotonic() - t0
             self.lock_wait[want] = waited
             env["gpu_lock_wait_ms"] = "/".join("%.1f" % (self.lock_wait.get(k, 0.0) * 1e3)
@@ -197,19 +202,13 @@ class GpuLock:
     def release_lock(self):
         if self.lock_held:
             self.lock_held = None
-            self._unlock(LOCK_GPU)
-        self._unmark_timing()
+            _unlock(self.lock_fd, LOCK_GPU)
+        self._unmark_timing(self.lock_fd)
 
-    def _unmark_timing(self):
+    def _unmark_timing(self, fd):
         if self.timing_marked:
             self.timing_marked = False
-            self._unlock(LOCK_TIMING)
-
-    def _unlock(self, byte):
-        try:
-            fcntl.lockf(self.lock_fd, fcntl.LOCK_UN, 1, byte)
-        except OSError:
-            pass
+            _unlock(fd, LOCK_TIMING)
 
     @contextlib.contextmanager
     def gpu_shared(self, what="a step on the GPU"):
