@@ -7,7 +7,7 @@
 # problems' order; --max-seconds reports what it cut off as unjudged and
 # exits 1, and --resume judges what was cut off, then only what ended
 # `error`, keeping the other verdicts; a bare "cuda" in a list is
-# refused.  About 25 s.  Prints TAP.
+# refused, and "cuda:0,1" (the usage's form) names cuda:0 and cuda:1.  About 25 s.  Prints TAP.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${STARK_BUILD:-build}
@@ -22,7 +22,7 @@ n=0
 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
-echo "1..7"
+echo "1..8"
 
 KB=$T/kb/KernelBench/level1
 mkdir -p "$KB"
@@ -116,5 +116,17 @@ if [ "$rc" -ne 0 ] && [[ "$out" == *"name each device"* ]]; then
 	ok "a bare cuda in a list is refused"
 else
 	not_ok "bare cuda in a list: exit $rc" "$out"
+fi
+# A stand-in for stark that only records the device each batch was given.
+printf '#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = --device ] && echo "$2" >> "%s"; shift; done\n' \
+	"$T/devices" > "$T/fake-stark"
+chmod +x "$T/fake-stark"
+out=$("$PY" scripts/kernelbench "$T/kb" --level 1 --device cuda:0,1 --stark "$T/fake-stark" \
+	--out "$T/short" 2>&1)
+devs=$(sort "$T/devices" 2>/dev/null | tr '\n' ' ')
+if [ "$devs" = "cuda:0 cuda:1 " ] && [ -f "$T/short/batch-1-cuda_1.txt" ]; then
+	ok "cuda:0,1 names cuda:0 and cuda:1"
+else
+	not_ok "cuda:0,1: devices given [$devs]" "$(printf '%s\n' "$out" | tail -n 5)"
 fi
 exit $failed
