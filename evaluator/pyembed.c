@@ -279,10 +279,11 @@ static PyObject *py_limits(PyObject *self, PyObject *noargs)
 {
 	(void)self;
 	(void)noargs;
-	return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n}", "message_max",
+	return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n}", "message_max",
 			     (Py_ssize_t)PROTO_MESSAGE_MAX, "log_max", (Py_ssize_t)PROTO_LOG_MAX,
 			     "flags_max", (Py_ssize_t)PROTO_FLAGS_MAX, "env_max",
-			     (Py_ssize_t)PROTO_ENV_MAX, "name_max", (Py_ssize_t)PROTO_NAME_MAX);
+			     (Py_ssize_t)PROTO_ENV_MAX, "env_val_max", (Py_ssize_t)PROTO_ENV_VAL_MAX,
+			     "name_max", (Py_ssize_t)PROTO_NAME_MAX);
 }
 
 static PyMethodDef stark_methods[] = {

@@ -570,6 +570,12 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
         keep = LIMITS["env_max"] - 8
         if len(r["env"]) > keep:
             r["env"] = dict(list(r["env"].items())[:keep])
+        # A value past the wire's limit would cost the whole result; each
+        # is written within it, and this is the backstop.
+        vmax = LIMITS.get("env_val_max", 1024)
+        for k, v in r["env"].items():
+            if isinstance(v, str) and len(v.encode()) > vmax:
+                r["env"][k] = v.encode()[:vmax - 3].decode(errors="ignore") + "..."
 
     def spend(self, part, t0):
         """Adds the time since t0 to a part of the pairs' cost; returns now."""

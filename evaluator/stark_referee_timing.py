@@ -83,6 +83,7 @@ SPIN_MARGIN_US = 300
 # on all of them (stark_worker_gpu.cmd_scan) and the timed calls rotate
 # through its PLACEMENT_KEEP fastest.
 PLACEMENT_KEEP = 4
+CALLS_SHOWN = 48            # timed calls listed a model in env timing_calls_us
 
 
 def _runq_wait_ns(pid):
@@ -104,6 +105,17 @@ def _unqueued(wall_ns, q0, q1):
     if q0 is None or q1 is None or q1 < q0:
         return wall_ns
     return max(wall_ns - (q1 - q0), 0)
+
+
+def calls_text(ref_us, cand_us, most=CALLS_SHOWN):
+    """Each timed call's time as reported (before the placements' choice),
+    in the order made, for env timing_calls_us: what the medians and their
+    intervals hide -- calls in two modes, a drift -- in the result itself.
+    At most `most` a model; "+N" says how many more there were."""
+    def one(xs):
+        shown = " ".join("%.1f" % x for x in xs[:most])
+        return shown + (" +%d" % (len(xs) - most) if len(xs) > most else "")
+    return ("ref %s; cand %s" % (one(ref_us), one(cand_us)))[:1000]
 
 
 class Timing:
@@ -469,6 +481,7 @@ class Timing:
         else:
             cand_us, ref_us = walls["cand"], walls["ref"]
             env["timing_method"] = "wall_clock"
+        env["timing_calls_us"] = calls_text(ref_us, cand_us)
         # The compiled reference (--baseline compile) in a block of its own
         # after the pairs (and after a second timing phase, where one was
         # needed), so that the eager timings are made exactly as without

@@ -157,7 +157,7 @@ head -c 4096 /dev/urandom >"$T/garbage.py"
 echo "1..25"
 
 case_ "good solution" correct 0 "$P" "$EX/good.py" \
-	-- 'j["correct"] is True and j["speedup"] > 0 and j["runtime_us"] > 0 and j["ref_runtime_us"] > 0 and j["reps"] >= 5 and j["trials_passed"] == 5 and j["max_abs_err"] <= 1e-4 and j["flags"] == [] and all(k in j for k in ("message", "env", "stage_ms", "runtime_ci_us", "first_bad", "log")) and j["env"].get("timing_method") == "wall_clock"'
+	-- 'j["correct"] is True and j["speedup"] > 0 and j["runtime_us"] > 0 and j["ref_runtime_us"] > 0 and j["reps"] >= 5 and j["trials_passed"] == 5 and j["max_abs_err"] <= 1e-4 and j["flags"] == [] and all(k in j for k in ("message", "env", "stage_ms", "runtime_ci_us", "first_bad", "log")) and j["env"].get("timing_method") == "wall_clock" and [sum(int(v[1:]) if v[0] == "+" else 1 for v in x.split()[1:]) for x in j["env"]["timing_calls_us"].split("; ")] == [j["reps"], j["reps"]]'
 case_ "wrong solution" incorrect 1 "$P" "$EX/wrong.py" --no-timing \
 	-- 'j["correct"] is False and j["first_bad"].startswith("[") and j["max_abs_err"] > 1e-4 and "first at" in j["message"] and j["speedup"] is None'
 case_ "jailed: compile jail, then run jail loading from the cache" correct 0 "$P" "$EX/good.py" --no-timing \
