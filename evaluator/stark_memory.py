@@ -92,8 +92,8 @@ ALLOC_FACTOR_MAX = 3.0
 # covers those; one beyond it is planned from its measured factor after the
 # first trial (Ledger.grow), and one that still runs out of memory beside
 # others is judged again alone.  Too high a figure only holds evaluations
-# back: at 1.50, level 1's 6 GiB problems waited up to 133 s for memory
-# with 4 in flight on one H200.
+# back (at 1.50, 17 of those 43 waited for memory, up to 133 s, with 4 in
+# flight a GPU).
 ALLOC_FACTOR_EST = 1.25
 ALLOC_SLACK = 64 * MIB
 # The window of the comparison on the reference's device (stark_wire).
