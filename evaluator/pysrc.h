@@ -29,6 +29,7 @@
 	X(referee_readings)		\
 	X(referee_workers)		\
 	X(referee_lock)			\
+	X(referee_cpus)			\
 	X(memory)			\
 	X(referee_memory)		\
 	X(referee_compare)		\

@@ -59,6 +59,7 @@ from stark_referee_build import Builds
 from stark_referee_checks import Checks
 from stark_referee_common import LIMITS, Verdict, cut, derive, dict_field, fmt_us, int_field, number
 from stark_referee_compare import Comparison
+from stark_referee_cpus import TimingCpus
 from stark_referee_data import DataPath
 from stark_referee_lock import LOCK_FD, GpuLock, lock_usable, queue_allowance
 from stark_referee_memory import MemoryPlan
@@ -118,8 +119,8 @@ def prewarm():
     return dict(PREWARM)
 
 
-class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Timing, Checks,
-                 Verdicts, Baseline):
+class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, MemoryPlan, Timing,
+                 Checks, Verdicts, Baseline):
     """One evaluation: the flow is evaluate(); the parts it calls are the
     mixins' (see the module's docstring)."""
 
@@ -286,6 +287,8 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, MemoryPlan, Tim
             # as the orchestrator allows for the evaluations sharing it.
             self.queue_allow_s = queue_allowance(self.req, self.wall_s)
         self.env_facts()
+        # Off the timing CPUs, as the workers forked below will be.
+        self.cpus_start()
         # No CUDA call here (torch.cuda.is_available() included): a CUDA
         # runtime initialized before fork is unusable in the workers.  The
         # reference worker reports a missing device.

@@ -256,13 +256,15 @@ class Timing:
         """The timing phase: no-op round trips, warm-up pairs (checked, not
         timed), then timed pairs in alternating order until both medians
         are known to target_rse or the time is up.  Holds the GPU lock
-        throughout."""
+        throughout, on the timing CPUs where there are (stark_referee_cpus)."""
         if not self.take_lock():
             self.res["env"]["timing_stop"] = "gpu_lock"
             return
         try:
+            self.cpus_timing_begins()
             self.timing_phase()
         finally:
+            self.cpus_timing_ends()
             self.release_lock()
 
     def scan_placements(self, nplace):
