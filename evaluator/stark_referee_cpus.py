@@ -46,17 +46,13 @@ def parse_cpulist(text):
 
 def cpulist(cpus):
     """A set of CPUs written as a cpulist, ranges joined."""
-    out, run = [], []
+    runs = []
     for c in sorted(cpus):
-        if run and c == run[-1] + 1:
-            run.append(c)
-            continue
-        if run:
-            out.append("%d-%d" % (run[0], run[-1]) if len(run) > 1 else "%d" % run[0])
-        run = [c]
-    if run:
-        out.append("%d-%d" % (run[0], run[-1]) if len(run) > 1 else "%d" % run[0])
-    return ",".join(out)
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join("%d-%d" % (a, b) if b > a else "%d" % a for a, b in runs)
 
 
 def gpu_number(cuda, device, dev_dir="/dev"):
