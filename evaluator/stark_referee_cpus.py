@@ -130,7 +130,6 @@ class TimingCpus:
     def cpus_start(self):
         """Before the workers are forked: this thread off every listed
         CPU, which the workers inherit."""
-        self.cpus_mine = self.cpus_others = None
         spec = os.environ.get("STARK_TIMING_CPUS", "")
         if not spec:
             return
@@ -156,10 +155,11 @@ class TimingCpus:
 
     def cpus_move(self, timing):
         """Moves the referee's thread and every thread of both workers onto
-        the timing CPUs (timing) or back off them.  Returns where the
-        workers' main threads then were, for the record ("" when off)."""
+        the timing CPUs (timing: the phase begins) or back off them (it
+        ended), and adds to env.timing_cpus where the kernel then has the
+        workers' main threads.  Nothing when off."""
         if self.cpus_mine is None:
-            return ""
+            return
         mask = self.cpus_mine if timing else self.cpus_others
         failed = 0
         for pid in [0] + [w.pid for w in self.workers if w.pid]:
@@ -169,17 +169,9 @@ class TimingCpus:
                 except OSError:
                     failed += 1     # a thread that ended meanwhile
         seen = "/".join(allowed_of(w.pid) or "?" for w in self.workers if w.pid)
-        return seen + (" (%d threads not moved)" % failed if failed else "")
-
-    def cpus_timing_begins(self):
-        seen = self.cpus_move(True)
-        if seen:
-            env = self.res["env"]
-            env["timing_cpus"] = ("%s; workers in timing on %s" % (
-                env.get("timing_cpus", ""), seen))[:600]
-
-    def cpus_timing_ends(self):
-        seen = self.cpus_move(False)
-        if seen:
-            env = self.res["env"]
-            env["timing_cpus"] = ("%s, after it on %s" % (env.get("timing_cpus", ""), seen))[:600]
+        if failed:
+            seen += " (%d threads not moved)" % failed
+        env = self.res["env"]
+        env["timing_cpus"] = ("%s%s %s" % (
+            env.get("timing_cpus", ""), "; workers in timing on" if timing else ", after it on",
+            seen))[:600]

@@ -261,10 +261,10 @@ class Timing:
             self.res["env"]["timing_stop"] = "gpu_lock"
             return
         try:
-            self.cpus_timing_begins()
+            self.cpus_move(True)
             self.timing_phase()
         finally:
-            self.cpus_timing_ends()
+            self.cpus_move(False)
             self.release_lock()
 
     def scan_placements(self, nplace):
