@@ -180,7 +180,8 @@ def budget(total):
 #             the two float64 outputs (2o each, the plain one kept while
 #             the jittered one runs), and where the inputs were not copied
 #             (i > COPY_CHECK_BYTES) the inputs made again and centred (3i)
-#   timing    a call in each of the placements' pools (placement_bytes)
+#   timing    a call in each of the placements' pools (placement_bytes); on a
+#             GPU the generated inputs' block cached in each of them too
 #   shape     the shape probe: a call at the grown sizes (its own
 #             footprint, estimated on the meta device like the problem's)
 # The candidate's worker goes through gen, call and compare in step with
@@ -222,13 +223,17 @@ def f64_fits(fp):
     return 2 * fp.get("out", 0) <= F64_OUT_BYTES and 2 * fp.get("in", 0) <= F64_IN_BYTES
 
 
-def phase_bytes(ref, cand=None, places=1, shape=None, f64=True, repeat=True):
+def phase_bytes(ref, cand=None, places=1, shape=None, f64=True, repeat=True, gen_kept=False):
     """{phase: (reference worker's bytes, candidate worker's bytes)} at each
     phase's peak, before the allocator's rounding and the contexts (see the
     table above).  cand: the candidate's footprint, the reference's until
     known; shape: the footprint at the shape probe's sizes (no shape phase
     without it); f64: whether the float64 runs are planned; repeat: whether
-    the second output of the repeatability check is (else by digest)."""
+    the second output of the repeatability check is (else by digest);
+    gen_kept: whether the timing phase's GENs make their tensors in the
+    placement's own pool (on a GPU, stark_worker_inputs._gen_pool), where
+    their block stays cached beside the buffers and is the one the call's
+    allocations take: the inputs' size beyond the forward's."""
     cand = cand or ref
     out = {}
     r = _parts(ref)
@@ -256,9 +261,10 @@ def phase_bytes(ref, cand=None, places=1, shape=None, f64=True, repeat=True):
         regen = 3 * i if not ci else 0
         runs = 2 * i + max(2 * i, 2 * w, 2 * f)
         out["float64"] = (cmp_ref + 2 * w + 2 * o + max(regen, runs), call(c))
-    if places > 1:
-        out["timing"] = (call(r) + (places - 1) * placement_bytes(ref),
-                         call(c) + (places - 1) * placement_bytes(cand))
+    if places > 1 or gen_kept:
+        kr, kc = (max(r[0] - r[3], 0), max(c[0] - c[3], 0)) if gen_kept else (0, 0)
+        out["timing"] = (call(r) + kr + (places - 1) * placement_bytes(ref),
+                         call(c) + kc + (places - 1) * placement_bytes(cand))
     if shape:
         out["shape"] = (call(_parts(shape)), call(_parts(shape)))
     return out
@@ -287,11 +293,12 @@ def _need_of(pair, factors=(ALLOC_FACTOR, ALLOC_FACTOR)):
 def need_by_phase(ref, cand=None, places=1, shape=None, f64=True, repeat=True, contexts=True):
     """{phase: device bytes of the whole evaluation in that phase}: both
     workers' (phase_bytes, with the allocator's rounding) and the CUDA
-    contexts (none for a host plan: contexts=False)."""
+    contexts (none for a host plan: contexts=False; a device plan's timing
+    phase holds the kept GEN pool's inputs too)."""
     ctx = 2 * CONTEXT_BYTES + FLUSH_CONTEXT_BYTES if contexts else 0
     factors = (factor_of(ref), factor_of(cand or ref))
     return {k: ctx + _need_of(v, factors) for k, v in
-            phase_bytes(ref, cand, places, shape, f64, repeat).items()}
+            phase_bytes(ref, cand, places, shape, f64, repeat, gen_kept=contexts).items()}
 
 
 def worker_need(fp):
@@ -398,8 +405,11 @@ def shape_need(shape, cand_ratio=1.0, contexts=True):
 
 def placement_bytes(fp):
     """What one more placement holds in a worker: its copy of the inputs
-    and the forward's allocations made in its pool."""
-    return int((fp.get("in", 0) + max(fp.get("fwd", 0), fp.get("out", 0))) * ALLOC_FACTOR)
+    and the forward's allocations made in its pool, where the timed GENs'
+    tensors are made too (their block, at least the inputs' size, cached
+    there for the forward's allocations: stark_worker_inputs._gen_pool)."""
+    i = fp.get("in", 0)
+    return int((i + max(fp.get("fwd", 0), fp.get("out", 0), i)) * ALLOC_FACTOR)
 
 
 def places(ref, cand, want, spare):

@@ -39,6 +39,8 @@ def _nbytes(model):
 class Inputs:
     """A call's inputs: GEN, and making them again (regenerate_inputs)."""
 
+    gen_bytes = 0       # the last GEN's inputs' bytes (_gen_pool)
+
     def _seed_all(self, seed):
         torch.manual_seed(seed)
         random.seed(seed)
@@ -97,13 +99,16 @@ class Inputs:
             self.model64 = None
         if args.get("host_only"):
             return self._kb_host_gen(args)
-        pool = self._gen_pool()
+        pool, pre = self._gen_pool(args)
         with self._in_pool(pool):
             items, variant = self._make_inputs(args, held=held if args.get("from_host") else None)
         del held
         desc, tensors = T.describe_inputs(items)
         nbytes = sum(t.numel() * t.element_size() for t in tensors)
-        self.slot = self._slot(nbytes, args.get("slot"), args.get("places"))
+        self.slot = (pre if pre is not None and nbytes == self.gen_bytes else
+                     self._slot(nbytes, args.get("slot"), args.get("places")))
+        self.gen_bytes = nbytes
+        sizes = sorted((t.numel() * t.element_size() for t in tensors), reverse=True)
         self.gen_desc = desc
         self.gen_args = dict(args)
         # The call's other arguments, without references to the generated
@@ -115,7 +120,9 @@ class Inputs:
         del tensors
         it = iter(placed)
         self.inputs = [next(it) if t else v for v, t in zip(values, is_tensor)]
-        # The generated tensors' pool goes with its last block: its cached
+        if pre is not None:
+            self._scrub(pool, sizes)
+        # A pool of the GEN's own goes with its last block: its cached
         # memory back to the device (a tensor get_inputs() keeps holds its
         # block until it is let go).
         del pool
@@ -130,20 +137,54 @@ class Inputs:
             reply["mem"] = mem
         return reply
 
-    def _gen_pool(self):
-        """A memory pool of its own for the tensors GEN makes, on a GPU
-        where torch has MemPool; None elsewhere.  Made in the default pool,
-        they were cached there once copied into the buffers (which live in
-        the placements' pools) and counted in every later reading of the
-        worker's reserved memory: the memory plan's allocator factor, a
-        call's peak reserved over its peak allocated, read 2.00 for an
-        elementwise problem with 16 GiB inputs on the H100 (the inputs'
-        cached block beside their buffer) and planned 130 GiB for it.  The
-        pool is dropped once its tensors are copied, and its memory with
-        it; the buffers' own cached blocks stay where they are."""
+    def _gen_pool(self, args):
+        """Where this GEN makes its tensors, on a GPU where torch has
+        MemPool: (pool, slot), pool None for the default pool, slot the
+        placement chosen before making them (None: chosen after, from
+        their bytes).
+
+        The trials' and probes' GENs make them in a pool of their own,
+        dropped once they are copied into the buffers, and its memory with
+        it.  Made in the default pool, they stayed cached there beside
+        their buffers (which live in the placements' pools) and counted in
+        every later reading of the worker's reserved memory: the memory
+        plan's allocator factor, a call's peak reserved over its peak
+        allocated, read 2.00 for an elementwise problem with 16 GiB inputs
+        on the H100 and planned 130 GiB for it.
+
+        The timing phase's GENs (those naming a slot, once an earlier GEN
+        gave the inputs' bytes) make them in the pool of the call's own
+        placement instead, where the call's allocations are made: their
+        block, cached there once copied, is the one the call's outputs
+        then take, so that no timed call has a cudaMalloc or a cudaFree of
+        the inputs' size beside it.  A pool made and dropped per call did:
+        the GPU's work after such a free ran slower, and on two H200s an
+        honest relu on 6 GiB read 3.06 ms after a GEN into its placement's
+        pool and 3.40 ms after one into a pool dropped each call (21 of
+        KernelBench level 1's 43 honest copies then missed 1.00 by more
+        than 2%; tests/gpu/40-memory.t).  The memory plan counts that
+        block in each placement (stark_memory.placement_bytes)."""
         if self.device.type != "cuda" or not hasattr(torch.cuda, "MemPool"):
-            return None
-        return torch.cuda.MemPool()
+            return None, None
+        if args.get("slot") is None or not self.gen_bytes:
+            return torch.cuda.MemPool(), None
+        slot = self._slot(self.gen_bytes, args.get("slot"), args.get("places"))
+        pool = self.pools[slot] if slot < len(self.pools) else None
+        return pool, slot
+
+    def _scrub(self, pool, sizes):
+        """Fills the blocks the generated tensors left in `pool` (cached
+        there, next taken by the call's outputs) with 0xFF bytes: an
+        output left unwritten then holds NaN, never this call's inputs.
+        Only memory taken from the allocator here is written: blocks of
+        the generated tensors' sizes, largest first (where get_inputs()
+        keeps a tensor of its own, its block is not free, and this takes
+        another)."""
+        with self._in_pool(pool):
+            held = [torch.empty(n, dtype=torch.uint8, device=self.device) for n in sizes if n]
+            for t in held:
+                t.fill_(255)
+        del held
 
     def _kb_host_gen(self, args):
         """GEN with "host_only" (a KernelBench trial's, "kb" and its

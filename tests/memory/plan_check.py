@@ -69,6 +69,21 @@ ok(M.need(mid, cand) > M.need(mid), "a candidate's larger forward is planned onc
 grown = M.shape_need(fp(int(1.5625 * 512 * MIB), int(1.5625 * 512 * MIB), 256 * MIB))
 ok(M.need_by_phase(mid)["call"] < grown,
    "the shape probe's need follows the grown sizes")
+# The timed GENs' tensors are made in the placement's pool: their block
+# stays cached there and the forward's allocations take it, so it costs
+# only the inputs' size beyond the forward's.
+red = fp(2 * GIB, 4 * MIB, 0, 64 * MIB)      # a reduction: large in, small out
+kept = M.phase_bytes(red, gen_kept=True)["timing"][0] - M.phase_bytes(red)["call"][0]
+ok(kept == 2 * GIB - 64 * MIB and "timing" not in M.phase_bytes(red),
+   "a reduction's timing phase holds its generated inputs' block beyond the forward's", kept)
+ok(M.phase_bytes(big, gen_kept=True)["timing"] == M.phase_bytes(big)["call"],
+   "an elementwise problem's outputs take that block: nothing more")
+ok(M.need_by_phase(red)["timing"] - M.need_by_phase(red)["call"] >= 2 * (2 * GIB - 64 * MIB) and
+   "timing" not in M.need_by_phase(red, contexts=False),
+   "a device plan counts it in both workers; a host plan makes no pools")
+ok(M.placement_bytes(red) == int(4 * GIB * M.ALLOC_FACTOR) and
+   M.placement_bytes(big) == int(12 * GIB * M.ALLOC_FACTOR),
+   "each placement holds its inputs and the larger of the forward's and the inputs' block")
 timing = M.need_by_phase(mid, places=4)["timing"]
 ok(timing - M.need_by_phase(mid)["call"] >= 3 * 2 * M.placement_bytes(mid) * M.ALLOC_FACTOR - 2,
    "placements are counted in both workers")
