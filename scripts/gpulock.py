@@ -7,7 +7,14 @@ shared from the start of its wait to its end, and shared work waits while
 any timing holds it, so timings run back to back.
 
 The same file holds the evaluations' memory ledger (evaluator/stark_memory.py):
-`python3 scripts/gpulock.py FILE` lists the reservations standing there."""
+`python3 scripts/gpulock.py FILE` lists the reservations standing there.
+
+`python3 scripts/gpulock.py watch PID OUT [SECONDS]` samples, every SECONDS
+(default 0.5) until PID ends, what the GPU lock files of PID (or of its
+children: a `stark bench` or `stark eval --batch`, one file a GPU) are held
+for, from /proc/locks, without taking any: a line "T S0 S1 ..." a sample,
+T seconds since the start, Sk `timing` (held exclusively), `shared` or `-`
+for the k-th GPU (scripts/bench-bench-gpu)."""
 import errno
 import fcntl
 import os
@@ -63,9 +70,115 @@ def ledger(path):
         os.close(fd)
 
 
+def _children(pid):
+    kids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...: comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 1 and fields[1] == str(pid):
+            kids.append(int(name))
+    return sorted(kids)
+
+
+def lock_files(pid):
+    """The GPU lock files process `pid` holds open, in the order it opened
+    them (a bench opens one a GPU, in the order of its devices), or, where
+    it holds none, those of its first child that does: [(st_dev, st_ino)].
+    The files stark makes for itself are unlinked temporary files named
+    stark-gpu-lock-*."""
+    for p in [pid] + _children(pid):
+        found = []
+        try:
+            fds = os.listdir("/proc/%d/fd" % p)
+        except OSError:
+            continue
+        for name in fds:
+            path = "/proc/%d/fd/%s" % (p, name)
+            try:
+                if "/stark-gpu-lock-" not in os.readlink(path):
+                    continue
+                st = os.stat(path)
+            except OSError:
+                continue
+            found.append((int(name), (st.st_dev, st.st_ino)))
+        if found:
+            return [key for _, key in sorted(found)]
+    return []
+
+
+def states(keys, text=None):
+    """What each lock file's GPU byte (keys: (st_dev, st_ino)) is held for
+    now: "timing" (exclusively), "shared", or "" (free), from /proc/locks
+    (or `text` in its format).  Waiters ("->") hold nothing."""
+    if text is None:
+        with open("/proc/locks") as f:
+            text = f.read()
+    held = {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) < 8 or f[1] == "->":
+            continue
+        mode, dev, start, end = f[3], f[5], f[6], f[7]
+        parts = dev.split(":")
+        if len(parts) != 3:
+            continue
+        try:
+            key = (int(parts[0], 16), int(parts[1], 16), int(parts[2]))
+            lo = int(start)
+            hi = float("inf") if end == "EOF" else int(end)
+        except ValueError:
+            continue
+        if lo <= GPU <= hi:
+            was = held.get(key, "")
+            held[key] = "timing" if mode == "WRITE" or was == "timing" else "shared"
+    # By device and inode; else by inode alone: on an overlay file system
+    # stat() names the overlay's device and /proc/locks the layer's.
+    by_ino = {}
+    for (_, _, ino), how in held.items():
+        by_ino[ino] = "timing" if how == "timing" or by_ino.get(ino) == "timing" else how
+    return [held.get((os.major(d), os.minor(d), ino), by_ino.get(ino, "")) for d, ino in keys]
+
+
+def _alive(pid):
+    """Whether pid runs (a zombie has ended)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2:][:1] not in ("Z", "X", "")
+
+
+def watch(pid, out, every=0.5):
+    """Appends a line to `out` every `every` seconds until `pid` ends: the
+    seconds since the start and each GPU's state (states), "-" for free."""
+    t0 = time.monotonic()
+    keys = []
+    with open(out, "a") as f:
+        while _alive(pid):
+            if not keys:
+                keys = lock_files(pid)
+            if keys:
+                f.write("%.2f %s\n" % (time.monotonic() - t0,
+                                       " ".join(s or "-" for s in states(keys))))
+                f.flush()
+            time.sleep(every)
+
+
 if __name__ == "__main__":
+    if len(sys.argv) in (4, 5) and sys.argv[1] == "watch":
+        watch(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]) if len(sys.argv) == 5 else 0.5)
+        sys.exit(0)
     if len(sys.argv) != 2:
-        sys.exit("usage: gpulock.py LOCKFILE   (lists its memory reservations)")
+        sys.exit("usage: gpulock.py LOCKFILE   (lists its memory reservations)\n"
+                 "       gpulock.py watch PID OUT [SECONDS]   (samples PID's GPU locks)")
     try:
         rows = ledger(sys.argv[1])
     except OSError as e:

@@ -11,7 +11,8 @@
 # plan, the GPU memory ledger across processes and the referee's use of
 # it, the GPU lock's queue past the deadline and the input buffers replaced
 # (tests/memory/plan_check.py, ledger_check.py, referee_check.py,
-# lock_check.py, genbuf_check.py); KernelBench's trials
+# lock_check.py, genbuf_check.py), the GPU locks watched as the GPU bench
+# does (lockwatch_check.py); KernelBench's trials
 # stopped by the evaluator's deadline or memory: its verdict not reached.
 # About 130 s.  Prints TAP.
 set -u
@@ -160,4 +161,5 @@ sub_tap referee_check.py "the referee's memory (re-planning and placements)"
 sub_tap lock_check.py "the GPU lock's queue (errors, skipped steps, the deadline moved, timings first)"
 sub_tap kbgen_check.py "a KernelBench trial's inputs late: whose timeout it is"
 sub_tap genbuf_check.py "a call's input buffers: the old one let go before one of another shape"
+sub_tap lockwatch_check.py "a bench's GPU locks watched from /proc/locks (scripts/gpulock.py watch)"
 exit $failed
