@@ -50,7 +50,7 @@ case_() {
 	fi
 }
 
-echo "1..21"
+echo "1..22"
 if [ ! -x "$STARK" ]; then
 	for i in $(seq 19); do echo "not ok $i - $STARK is not built"; done
 	exit 1
