@@ -190,6 +190,7 @@ struct eval_args {
 	int stage;	   /* enum evalrun_stages, or -1: the default */
 	uint64_t seed;
 	uint32_t trials, wall_ms, jobs;
+	uint32_t kb_trials; /* --kb-trials: KernelBench's trials, 0: its verdict not sought */
 	uint32_t min_reps;  /* --min-reps, or 0: the request's default */
 	uint32_t placements; /* --placements, or 0: the request's default */
 	int l2_flush;	    /* --l2-flush: 1 on, 0 off, -1 the request's default */

@@ -85,6 +85,10 @@ static void usage(FILE *f)
 		"  --verdict stark|kernelbench  which verdict decides the status: stark's own, or\n"
 		"                         KernelBench's (torch.allclose, atol=rtol=1e-4, on its\n"
 		"                         harness's 5 inputs); the result carries both [stark]\n"
+		"  --kb-trials N          KernelBench's trials (its num_correct_trials, 0-%u);\n"
+		"                         0 skips its verdict, half of an evaluation where the\n"
+		"                         inputs take GiBs (made on the CPU, as its harness\n"
+		"                         does) [5]\n"
 		"  --language auto|cuda|triton|cute|tilelang|tk  the candidate's kernel language;\n"
 		"                         auto reads its imports and decorators; a language\n"
 		"                         this machine cannot judge is `error` naming what is\n"
@@ -119,7 +123,7 @@ static void usage(FILE *f)
 		"\n"
 		"Exit status: 0 correct, 1 another verdict, 2 usage or input error, 3 internal failure.\n",
 		EVAL_DEFAULT_WALL_MS / 1000, dflt.min_reps, dflt.target_rse, PROTO_PLACEMENTS_MAX,
-		dflt.placements, BATCH_JOBS_MAX);
+		dflt.placements, PROTO_TRIALS_MAX, BATCH_JOBS_MAX);
 }
 
 static bool device_ok(const char *d)
@@ -145,7 +149,7 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 		{"placements", required_argument, NULL, 'P'},
 		{"l2-flush", required_argument, NULL, 'F'},	 {"verdict", required_argument, NULL, 'V'},
 		{"language", required_argument, NULL, 'G'},	 {"precision", required_argument, NULL, 'p'},
-		{"baseline", required_argument, NULL, 'A'},
+		{"baseline", required_argument, NULL, 'A'},	 {"kb-trials", required_argument, NULL, 'K'},
 		{NULL, 0, NULL, 0},
 	};
 	uint64_t v;
@@ -155,6 +159,7 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 	snprintf(a->device, sizeof(a->device), "cpu");
 	a->timing = true;
 	a->trials = 5;
+	a->kb_trials = 5;
 	a->wall_ms = EVAL_DEFAULT_WALL_MS;
 	a->jobs = 1;
 	a->stage = -1;
@@ -176,6 +181,11 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 			if (str_to_u64(optarg, 1, PROTO_TRIALS_MAX, &v))
 				return stark_error(CLI_USAGE, "eval: --trials must be 1..%u, not '%s'", PROTO_TRIALS_MAX, optarg);
 			a->trials = (uint32_t)v;
+			break;
+		case 'K':
+			if (str_to_u64(optarg, 0, PROTO_TRIALS_MAX, &v))
+				return stark_error(CLI_USAGE, "eval: --kb-trials must be 0..%u, not '%s'", PROTO_TRIALS_MAX, optarg);
+			a->kb_trials = (uint32_t)v;
 			break;
 		case 's':
 			if (str_to_u64(optarg, 0, UINT64_MAX, &a->seed))
@@ -270,6 +280,8 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 	}
 	if (a->jobs > 1 && !a->batch)
 		return stark_error(CLI_USAGE, "eval: --jobs goes with --batch");
+	if (a->kb_trials == 0 && a->verdict && !strcmp(a->verdict, "kernelbench"))
+		return stark_error(CLI_USAGE, "eval: --verdict kernelbench needs KernelBench's trials, not --kb-trials 0");
 	if (a->no_jail && !a->insecure)
 		return stark_error(CLI_USAGE, "eval: --sandbox none runs untrusted code unjailed; add --insecure-sandbox to mean it");
 	if (!a->batch) {

@@ -74,6 +74,7 @@ int cli_eval_request(const struct eval_args *a, const char *problem, const char 
 	}
 	rq->stage = PROTO_STAGE_ALL;
 	rq->trials = a->trials;
+	rq->kb_trials = a->kb_trials;
 	rq->timing = a->timing;
 	if (a->min_reps) {
 		rq->min_reps = a->min_reps;

@@ -288,12 +288,14 @@ int cli_eval_print_human(const struct proto_result *rs, const struct evalrun_inf
 		printf("  (`stark doctor` lists what this machine lacks for each device)\n");
 	for (uint32_t i = 0; i < rs->nflags; i++)
 		printf("  flag       %s\n", rs->flags[i]);
-	if (rs->stark_status && *rs->stark_status)
+	if (rs->stark_status && *rs->stark_status && rs->kb_status && *rs->kb_status)
 		printf("  verdicts   stark %s, kernelbench %s (%u of %u trials within torch.allclose);"
 		       " %s decides\n",
-		       rs->stark_status, rs->kb_status && *rs->kb_status ? rs->kb_status : "n/a",
-		       rs->kb_trials_passed, rs->kb_trials_run,
+		       rs->stark_status, rs->kb_status, rs->kb_trials_passed, rs->kb_trials_run,
 		       rs->verdict && *rs->verdict ? rs->verdict : "stark");
+	else if (rs->stark_status && *rs->stark_status)
+		printf("  verdicts   stark %s decides; kernelbench's %s\n", rs->stark_status,
+		       rs->kb_reason && *rs->kb_reason ? rs->kb_reason : "not reached");
 	if (env_val(rs, "language") || env_val(rs, "input_precision"))
 		printf("  language   %s; precision %s\n",
 		       env_val(rs, "language") ? env_val(rs, "language") : "cuda",

@@ -236,7 +236,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
             # stark's verdict failed and KernelBench's passed: timed for
             # KernelBench's (fast_p under its verdict).
             self.probes_and_timing()
-        elif (kb["status"] in ("correct", "incorrect", "error") and
+        elif (kb["status"] in ("correct", "incorrect", "error", "") and
               all(w.reap() is None for w in (self.ref, self.cand))):
             # Last of all: a call at another shape can leave a worker
             # unusable (a device-side assert poisons its CUDA context), and

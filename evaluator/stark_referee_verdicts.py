@@ -93,13 +93,20 @@ class Verdicts:
         (correct, incorrect, runtime_error, crashed or timeout, or error
         where its harness cannot run the reference), reason, trials_run,
         trials_passed and max_diff (the largest difference over the
-        trials).  Integrity failures raise, as in stark's trials."""
+        trials).  Integrity failures raise, as in stark's trials.  The
+        request's kb_trials is KernelBench's num_correct_trials: its first
+        that many seeds; with none, the status is "" (not sought)."""
         prec = kb_precision(self.req)
         tol = R.KB_TOLERANCE[prec]
-        seeds = R.kb_trial_seeds()
-        n = len(seeds)
+        n = self.req.get("kb_trials", R.KB_TRIALS)
+        n = n if type(n) is int and n >= 0 else R.KB_TRIALS
+        seeds = R.kb_trial_seeds(n=n)
         kb = {"status": "correct", "reason": "", "trials_run": 0, "trials_passed": 0,
               "max_diff": None}
+        if not n:
+            kb["status"] = ""
+            kb["reason"] = "not sought: the request asked for no KernelBench trials (kb_trials 0)"
+            return kb
         fails, worst_used, stop = [], 0.0, None
         for t, seed in enumerate(seeds):
             what = "KernelBench trial %d of %d" % (t + 1, n)
@@ -252,6 +259,11 @@ class Verdicts:
         self.lenient = stark is not None
         self.kb = kb
         self.stark_failure = stark
+        if deciding == "kernelbench" and not kb["status"]:
+            raise Verdict("error", "KernelBench's verdict was to decide, and the request "
+                          "asked for none of its trials (kb_trials 0)")
+        if deciding == "stark" and stark is not None and not kb["status"]:
+            raise Verdict(stark.status, stark.message, stark.log)
         if deciding == "stark" and stark is not None and kb["status"] != "correct":
             raise Verdict(stark.status, "%s; kernelbench verdict: %s (%s)" % (
                 stark.message, kb["status"], kb["reason"]), stark.log)
@@ -282,6 +294,6 @@ class Verdicts:
                               "; timed for the kernelbench verdict" + timing if timing else "",
                               flags), self.stark_failure.log)
         msg = self.stark_summary() + timing
-        if self.kb["status"] != "correct":
+        if self.kb["status"] and self.kb["status"] != "correct":
             msg += "; kernelbench verdict: %s (%s)" % (self.kb["status"], self.kb["reason"])
         return Verdict("correct", msg + flags)

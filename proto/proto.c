@@ -49,6 +49,7 @@ void proto_request_init(struct proto_request *rq)
 	rq->v = PROTO_VERSION;
 	rq->stage = PROTO_STAGE_ALL;
 	rq->trials = 5;
+	rq->kb_trials = 5;
 	rq->tol_fp32 = (struct proto_tolerance){1e-4, 1e-4};
 	rq->tol_fp16 = (struct proto_tolerance){1e-2, 1e-2};
 	rq->timing = true;

@@ -120,6 +120,10 @@ struct proto_request {
 	uint64_t seed;			/* "seed": secret master seed [0] */
 	uint32_t trials;		/* "trials": correctness trials,
 					   1..PROTO_TRIALS_MAX [5] */
+	uint32_t kb_trials;		/* "kb_trials": KernelBench's own trials
+					   (its num_correct_trials),
+					   0..PROTO_TRIALS_MAX [5]; 0: its
+					   verdict is not sought */
 	struct proto_tolerance tol_fp32; /* "atol32"/"rtol32": finite, >= 0
 					    [1e-4, 1e-4] */
 	struct proto_tolerance tol_fp16; /* "atol16"/"rtol16" (fp16 and bf16)

@@ -52,6 +52,7 @@ static const struct proto_field request_fields[] = {
 	ROW_STR(RQ(build_dir), "build_dir", false, PROTO_PATH_MAX),
 	{.key = "seed", .type = PF_U64, .required = true, .off = RQ(seed), .max = UINT64_MAX},
 	ROW_U32(RQ(trials), "trials", false, 1, PROTO_TRIALS_MAX),
+	ROW_U32(RQ(kb_trials), "kb_trials", false, 0, PROTO_TRIALS_MAX),
 	ROW_TOL(RQ(tol_fp32.atol), "atol32"),
 	ROW_TOL(RQ(tol_fp32.rtol), "rtol32"),
 	ROW_TOL(RQ(tol_fp16.atol), "atol16"),
@@ -484,7 +485,13 @@ static int request_check(const void *obj, char *err, size_t errlen)
 		       errlen) ||
 	    check_name("baseline", rq->baseline, proto_baselines, "eager or compile", err, errlen))
 		return ST_EINVAL;
-	return check_verdict("verdict", rq->verdict, err, errlen);
+	if (check_verdict("verdict", rq->verdict, err, errlen))
+		return ST_EINVAL;
+	if (rq->verdict && !strcmp(rq->verdict, "kernelbench") && rq->kb_trials == 0)
+		return stark_errbuf(err, errlen, ST_EINVAL,
+				    "field \"kb_trials\": 0, but KernelBench's verdict decides "
+				    "(\"verdict\" is \"kernelbench\")");
+	return 0;
 }
 
 static int result_check(const void *obj, char *err, size_t errlen)

@@ -4,7 +4,8 @@
 # timeout, crashed, rejected, error), the --json fields, the exit status,
 # the split stages, output floods, inputs made in each worker (values that
 # are not tensors; a candidate that changes the problem's sizes in its own
-# worker), and clear errors for missing, empty and garbage files.  Prints
+# worker), KernelBench's trials as many as asked or none (--kb-trials), and
+# clear errors for missing, empty and garbage files.  Prints
 # TAP.
 #
 # Builds go to $STARK_TEST_CACHE (default tests/tmp/cache), shared by the
@@ -154,7 +155,7 @@ EOF
 head -c 4096 /dev/urandom >"$T/garbage.py"
 : >"$T/empty.py"
 
-echo "1..25"
+echo "1..30"
 
 case_ "good solution" correct 0 "$P" "$EX/good.py" \
 	-- 'j["correct"] is True and j["speedup"] > 0 and j["runtime_us"] > 0 and j["ref_runtime_us"] > 0 and j["reps"] >= 5 and j["trials_passed"] == 5 and j["max_abs_err"] <= 1e-4 and j["flags"] == [] and all(k in j for k in ("message", "env", "stage_ms", "runtime_ci_us", "first_bad", "log")) and j["env"].get("timing_method") == "wall_clock" and [sum(int(v[1:]) if v[0] == "+" else 1 for v in x.split()[1:]) for x in j["env"]["timing_calls_us"].split("; ")] == [j["reps"], j["reps"]]'
@@ -192,11 +193,21 @@ case_ "problem with a syntax error" error 1 "$T/syntax.py" "$EX/good.py" --no-ti
 	-- '"SyntaxError" in j["message"]'
 case_ "problem of binary garbage" error 1 "$T/garbage.py" "$EX/good.py" --no-timing
 
+# KernelBench's own trials: as many as asked, or none (its verdict not sought).
+case_ "two KernelBench trials" correct 0 "$P" "$EX/good.py" --no-timing --trials 1 --kb-trials 2 \
+	-- 'j["verdicts"]["kernelbench"]["status"] == "correct" and j["verdicts"]["kernelbench"]["trials_run"] == 2'
+case_ "no KernelBench trials: its verdict not sought" correct 0 "$P" "$EX/good.py" --no-timing --trials 1 --kb-trials 0 \
+	-- 'j["verdicts"]["kernelbench"]["status"] is None and j["verdicts"]["kernelbench"]["trials_run"] == 0 and "not sought" in j["verdicts"]["kernelbench"]["reason"] and "kernelbench" not in j["message"]'
+case_ "no KernelBench trials: a wrong candidate is stark's verdict alone" incorrect 1 "$P" "$EX/wrong.py" --no-timing --kb-trials 0 \
+	-- 'j["verdicts"]["kernelbench"]["status"] is None and "kernelbench verdict" not in j["message"]'
+
 usage_ "missing problem file" 2 "does not exist" "$T/nope.py" "$EX/good.py"
 usage_ "empty solution file" 2 "is empty" "$P" "$T/empty.py"
 usage_ "one file only" 2 "usage" "$P"
 usage_ "bad device" 2 "device" "$P" "$EX/good.py" --device tpu
 usage_ "bad trials" 2 "trials" "$P" "$EX/good.py" --trials 0
+usage_ "bad KernelBench trials" 2 "kb-trials" "$P" "$EX/good.py" --kb-trials 1001
+usage_ "KernelBench's verdict without its trials" 2 "needs KernelBench's trials" "$P" "$EX/good.py" --kb-trials 0 --verdict kernelbench
 
 # The human report names the verdict and the speedup.
 "$STARK" eval "$P" "$EX/good.py" --trials 2 >"$T/human.txt" 2>&1

@@ -165,6 +165,7 @@ static const struct key rq_keys[] = {
 	{"build_dir", K_STR, false, 0, "/cache/scratch/1-a", 0},
 	{"seed", K_U64, true, 0x123456789abcdefULL, NULL, 0},
 	{"trials", K_UINT, false, 7, NULL, 0},
+	{"kb_trials", K_UINT, false, 2, NULL, 0},
 	{"atol32", K_F64, false, 0, NULL, 1e-3},
 	{"rtol32", K_F64, false, 0, NULL, 2e-3},
 	{"atol16", K_F64, false, 0, NULL, 3e-2},
@@ -415,6 +416,7 @@ static void fill_request(struct proto_request *rq)
 	rq->build_dir = strdup("/var/cache/stark/scratch/7-abcdef");
 	rq->seed = UINT64_MAX;
 	rq->trials = PROTO_TRIALS_MAX;
+	rq->kb_trials = 3;
 	rq->tol_fp32 = (struct proto_tolerance){1.5e-5, 2.5e-5};
 	rq->tol_fp16 = (struct proto_tolerance){0.0, 0.125};
 	rq->timing = false;
@@ -508,6 +510,7 @@ static void same_request(const struct proto_request *a, const struct proto_reque
 	same_double(a->tol_fp16.rtol, b->tol_fp16.rtol, "rtol16");
 	ck_assert_int_eq(a->timing, b->timing);
 	ck_assert_uint_eq(a->warmup, b->warmup);
+	ck_assert_uint_eq(a->kb_trials, b->kb_trials);
 	ck_assert_uint_eq(a->min_reps, b->min_reps);
 	ck_assert_uint_eq(a->max_reps, b->max_reps);
 	ck_assert_uint_eq(a->max_time_ms, b->max_time_ms);
@@ -783,6 +786,7 @@ START_TEST(request_defaults)
 	ck_assert_str_eq(rq.cache_dir, "");
 	ck_assert_str_eq(rq.verdict, ""); /* stark decides */
 	ck_assert_uint_eq(rq.trials, d.trials);
+	ck_assert_uint_eq(rq.kb_trials, 5);
 	ck_assert_uint_eq(rq.warmup, d.warmup);
 	ck_assert_uint_eq(rq.min_reps, d.min_reps);
 	ck_assert_uint_eq(rq.max_reps, d.max_reps);
@@ -1274,6 +1278,7 @@ START_TEST(ranges)
 		uint64_t bad;
 	} rq_u[] = {
 		{"trials", 0},	      {"trials", PROTO_TRIALS_MAX + 1}, {"trials", 1ULL << 32},
+		{"kb_trials", PROTO_TRIALS_MAX + 1},
 		{"stage", 0},	      {"stage", 4},			{"stage", 1ULL << 40},
 		{"warmup", PROTO_WARMUP_MAX + 1}, {"min_reps", 0},	{"max_reps", 0},
 		{"max_reps", PROTO_REPS_MAX + 1}, {"max_time_ms", 0},	{"wall_ms", 0},
@@ -1319,6 +1324,10 @@ START_TEST(ranges)
 		put_u(&g_val, 1ULL << 32);
 		ck_assert_int_eq(rq_with("warmup", err), ST_EPROTO);
 		ck_assert_str_eq(err, "field \"warmup\": 4294967296 does not fit in 32 bits");
+		put_u(&g_val, 0); /* with "verdict" "kernelbench" */
+		ck_assert_int_eq(rq_with("kb_trials", err), ST_EPROTO);
+		ck_assert_str_eq(err, "field \"kb_trials\": 0, but KernelBench's verdict decides "
+				      "(\"verdict\" is \"kernelbench\")");
 	}
 	dbuf_release(&g_val);
 }
