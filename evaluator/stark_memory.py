@@ -223,14 +223,14 @@ def f64_fits(fp):
     return 2 * fp.get("out", 0) <= F64_OUT_BYTES and 2 * fp.get("in", 0) <= F64_IN_BYTES
 
 
-def phase_bytes(ref, cand=None, places=1, shape=None, f64=True, repeat=True, gen_kept=False):
+def phase_bytes(ref, cand=None, places=1, shape=None, f64=True, repeat=True, gen_placed=False):
     """{phase: (reference worker's bytes, candidate worker's bytes)} at each
     phase's peak, before the allocator's rounding and the contexts (see the
     table above).  cand: the candidate's footprint, the reference's until
     known; shape: the footprint at the shape probe's sizes (no shape phase
     without it); f64: whether the float64 runs are planned; repeat: whether
     the second output of the repeatability check is (else by digest);
-    gen_kept: whether the timing phase's GENs make their tensors in the
+    gen_placed: whether the timing phase's GENs make their tensors in the
     placement's own pool (on a GPU, stark_worker_inputs._gen_pool), where
     their block stays cached beside the buffers and is the one the call's
     allocations take: the inputs' size beyond the forward's."""
@@ -261,8 +261,8 @@ def phase_bytes(ref, cand=None, places=1, shape=None, f64=True, repeat=True, gen
         regen = 3 * i if not ci else 0
         runs = 2 * i + max(2 * i, 2 * w, 2 * f)
         out["float64"] = (cmp_ref + 2 * w + 2 * o + max(regen, runs), call(c))
-    if places > 1 or gen_kept:
-        kr, kc = (max(r[0] - r[3], 0), max(c[0] - c[3], 0)) if gen_kept else (0, 0)
+    if places > 1 or gen_placed:
+        kr, kc = (max(r[0] - r[3], 0), max(c[0] - c[3], 0)) if gen_placed else (0, 0)
         out["timing"] = (call(r) + kr + (places - 1) * placement_bytes(ref),
                          call(c) + kc + (places - 1) * placement_bytes(cand))
     if shape:
@@ -294,11 +294,11 @@ def need_by_phase(ref, cand=None, places=1, shape=None, f64=True, repeat=True, c
     """{phase: device bytes of the whole evaluation in that phase}: both
     workers' (phase_bytes, with the allocator's rounding) and the CUDA
     contexts (none for a host plan: contexts=False; a device plan's timing
-    phase holds the kept GEN pool's inputs too)."""
+    phase holds the generated inputs' block in its placements' pools too)."""
     ctx = 2 * CONTEXT_BYTES + FLUSH_CONTEXT_BYTES if contexts else 0
     factors = (factor_of(ref), factor_of(cand or ref))
     return {k: ctx + _need_of(v, factors) for k, v in
-            phase_bytes(ref, cand, places, shape, f64, repeat, gen_kept=contexts).items()}
+            phase_bytes(ref, cand, places, shape, f64, repeat, gen_placed=contexts).items()}
 
 
 def worker_need(fp):

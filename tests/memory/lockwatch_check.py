@@ -72,8 +72,8 @@ def main():
         ok(len(keys) == 3 and len(set(keys)) == 3,
            "a bench's three unlinked lock files are found, one a GPU", keys)
         got = G.states(keys)
-        ok(got == ["shared", "timing", ""], "held shared, exclusively, and free, as /proc/locks says",
-           got)
+        ok(got == ["shared", "timing", ""],
+           "held shared, exclusively, and free, as /proc/locks says", got)
         ok(G.lock_files(os.getpid()) == keys,
            "through a parent that holds none (timeout), its child's files, in the same order")
         w = waiter(pid, 0, pid)

@@ -73,10 +73,10 @@ ok(M.need_by_phase(mid)["call"] < grown,
 # stays cached there and the forward's allocations take it, so it costs
 # only the inputs' size beyond the forward's.
 red = fp(2 * GIB, 4 * MIB, 0, 64 * MIB)      # a reduction: large in, small out
-kept = M.phase_bytes(red, gen_kept=True)["timing"][0] - M.phase_bytes(red)["call"][0]
+kept = M.phase_bytes(red, gen_placed=True)["timing"][0] - M.phase_bytes(red)["call"][0]
 ok(kept == 2 * GIB - 64 * MIB and "timing" not in M.phase_bytes(red),
    "a reduction's timing phase holds its generated inputs' block beyond the forward's", kept)
-ok(M.phase_bytes(big, gen_kept=True)["timing"] == M.phase_bytes(big)["call"],
+ok(M.phase_bytes(big, gen_placed=True)["timing"] == M.phase_bytes(big)["call"],
    "an elementwise problem's outputs take that block: nothing more")
 ok(M.need_by_phase(red)["timing"] - M.need_by_phase(red)["call"] >= 2 * (2 * GIB - 64 * MIB) and
    "timing" not in M.need_by_phase(red, contexts=False),
