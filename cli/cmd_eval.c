@@ -18,8 +18,9 @@
  * A batch file has one pair per line, "PROBLEM.py SOLUTION.py" (blank lines
  * and lines starting with # are skipped; paths cannot contain blanks).
  * Up to --jobs evaluations are in flight at once; the output keeps the
- * input's order.  On a CUDA device with --jobs > 1 (or --gpu-lock FILE),
- * every run stage gets the same lock file on fd 4 (EVAL_FD_LOCK): the
+ * input's order.  On a CUDA device every run stage gets the GPU's lock
+ * file on fd 4 (EVAL_FD_LOCK): the machine's for that GPU, which every
+ * stark process on it shares (evalrun_gpu_lock_path), or --gpu-lock's.  The
  * referee holds it exclusively while it times and shared while it runs
  * other GPU work (evaluator.h), so timings take the GPU one at a time and
  * alone, while compiles overlap everything and checks overlap each other.
@@ -113,10 +114,10 @@ static void usage(FILE *f)
 		"                         (# comments and blank lines skipped), printing one\n"
 		"                         JSON object per line, in input order\n"
 		"  --jobs N               batch evaluations in flight at once (1-%u) [1]\n"
-		"  --gpu-lock FILE        lock file shared with other stark processes on this\n"
-		"                         GPU, so timings take it one at a time and alone\n"
-		"                         (created if missing; with --jobs N > 1 on cuda a\n"
-		"                         private one is used by default)\n"
+		"  --gpu-lock FILE        the GPU's lock file, so timings take it one at a time\n"
+		"                         and alone (created if missing) [on cuda, the\n"
+		"                         machine's: $STARK_LOCK_DIR or /tmp/stark-UID, shared\n"
+		"                         with every stark process on that GPU]\n"
 		"\n"
 		"$STARK_ZYGOTE=0 execs every evaluator process instead of forking it from one\n"
 		"started evaluator (slower; for comparisons).\n"

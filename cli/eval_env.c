@@ -126,10 +126,13 @@ int cli_eval_env_init(const struct eval_args *a, struct eval_env *e)
 	} else {
 		e->mode = a->stage < 0 ? EVALRUN_ONE : (enum evalrun_stages)a->stage;
 	}
-	if ((a->jobs > 1 || a->gpu_lock) && str_starts(a->device, "cuda")) {
+	/* On a GPU, always the machine's lock of that GPU (or --gpu-lock's):
+	 * one evaluation at a time still shares the GPU with other stark
+	 * processes, whose timings and memory it must not cross. */
+	if (str_starts(a->device, "cuda")) {
 		char err[PATH_MAX + 128];
 
-		e->lock_fd = evalrun_gpu_lock_open(a->gpu_lock, err, sizeof(err));
+		e->lock_fd = evalrun_gpu_lock_open(a->gpu_lock, a->device, err, sizeof(err));
 		if (e->lock_fd < 0)
 			return stark_error(CLI_FAILURE, "eval: %s", err);
 		e->ropts.lock_fd = e->lock_fd;

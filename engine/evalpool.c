@@ -382,7 +382,10 @@ int eval_provider_pool(const char *evaluator, const char *const *devices, size_t
 		 * too, two timings never run at once */
 		if (!str_starts(devices[i], "cuda") && per_device < 2)
 			continue;
-		e->dev[i].lock_fd = evalrun_gpu_lock_open(NULL, err, sizeof(err));
+		/* a GPU's lock is the machine's (other stark processes on it
+		 * queue there too); a CPU's, this pool's own */
+		e->dev[i].lock_fd = evalrun_gpu_lock_open(
+			NULL, str_starts(devices[i], "cuda") ? devices[i] : NULL, err, sizeof(err));
 		if (e->dev[i].lock_fd < 0) {
 			stark_warn("%s", err);
 			rc = ST_ESYS;

@@ -28,7 +28,8 @@
 #define EVAL_FD_RESULT 3
 #define EVAL_FD_LOCK 4 /* optional: a file, open for reading and writing,
 			  on which evaluations sharing a GPU take POSIX
-			  record locks (`stark eval --jobs N`, --gpu-lock):
+			  record locks (the machine's file of the GPU,
+			  pool/pool.h evalrun_gpu_lock_path; --gpu-lock):
 			  byte 1 exclusively while one times, shared while
 			  one runs other GPU work (trials, probes); byte 0,
 			  exclusively, only while waiting for byte 1, so a

@@ -475,15 +475,31 @@ ST_WUR int evalrun_load_sources(struct proto_request *rq, const char *problem_pa
 ST_WUR int evalrun_default_cache(char *buf, size_t len, char *err, size_t errlen);
 
 /*
- * Opens the GPU lock that the evaluations on one GPU share (each run stage
- * gets it as lock_fd): the file at path (created, mode 0600, if missing; a
- * link or anything but a regular file is refused), or, with path NULL, a
- * new unlinked file in $TMPDIR (else /tmp) that only this process's
- * evaluations share.  Opened for reading and writing, close-on-exec: the
+ * Opens the lock that the evaluations on one device share (each run stage
+ * gets it as lock_fd): the file at path (--gpu-lock FILE); else, for a
+ * "cuda" or "cuda:N" device, the machine's lock of that GPU
+ * (evalrun_gpu_lock_path), shared with every other stark process of this
+ * user on it; else (device NULL: a CPU's slots) a new unlinked file in
+ * $TMPDIR (else /tmp) that only this process's evaluations share.  A named
+ * file is created (mode 0660) if missing; a link or anything but a regular
+ * file is refused.  Opened for reading and writing, close-on-exec: the
  * referee takes shared and exclusive record locks on it (evaluator.h).
- * Returns the descriptor, the caller's to close, or ST_ESYS with a message
- * in err (nothing printed).
+ * Returns the descriptor, the caller's to close, or ST_ESYS/ST_EINVAL with
+ * a message in err (nothing printed).
  */
-ST_WUR int evalrun_gpu_lock_open(const char *path, char *err, size_t errlen);
+ST_WUR int evalrun_gpu_lock_open(const char *path, const char *device, char *err, size_t errlen);
+
+/*
+ * The path of the machine's lock of the GPU that stark names device
+ * ("cuda" or "cuda:N"): stark-gpu-lock-gpuM, M the GPU's device minor
+ * (evalrun_gpu_minor; cudaN by the index where the driver's folder is
+ * missing), in $STARK_LOCK_DIR, else /tmp/stark-UID.  The folder is made
+ * (0700) where missing and refused where another user could swap the file:
+ * not a folder, another user's (root's aside), or writable by others
+ * without the sticky bit.  Returns 0, or ST_EINVAL/ST_ESYS with a message
+ * in err.
+ */
+ST_WUR int evalrun_gpu_lock_path(const char *device, char *buf, size_t len, char *err,
+				 size_t errlen);
 
 #endif

@@ -14,6 +14,9 @@
 #include "evaluator/evaluator.h"
 #include "pool/pool.h"
 
+/* The driver's folder of GPUs (evalrun_gpu_minor). */
+#define EVALRUN_GPUS_DIR "/proc/driver/nvidia/gpus"
+
 /* ---- one evaluator process (evalrun.c) ---- */
 
 enum { P_IN, P_OUT, P_ERR, P_RES, P_COUNT };

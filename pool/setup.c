@@ -27,7 +27,6 @@
 extern char **environ;
 
 #define CUDA_ARCH_WAIT_MS 10000u /* nvidia-smi's answer, at most */
-#define GPUS_DIR "/proc/driver/nvidia/gpus"
 #define GPUS_MAX 64		 /* GPUs of one host looked at, at most */
 
 static const char *const env_allow[] = {
@@ -229,7 +228,7 @@ void evalrun_jail_opts(struct evalrun_opts *compile, struct evalrun_opts *run, c
 	if (str_starts(device, "cuda")) {
 		int index = device[4] == ':' ? atoi(device + 5) : 0;
 
-		run->gpu_index = evalrun_gpu_minor(GPUS_DIR, getenv("CUDA_VISIBLE_DEVICES"), index);
+		run->gpu_index = evalrun_gpu_minor(EVALRUN_GPUS_DIR, getenv("CUDA_VISIBLE_DEVICES"), index);
 		if (run->gpu_index < 0)
 			run->gpu_index = index; /* no driver folder: the evaluator says what is missing */
 		cuda_arch_env(index);
@@ -444,32 +443,4 @@ int evalrun_default_cache(char *buf, size_t len, char *err, size_t errlen)
 		return ST_EIO;
 	}
 	return 0;
-}
-
-int evalrun_gpu_lock_open(const char *path, char *err, size_t errlen)
-{
-	const char *dir = getenv("TMPDIR");
-	char tmp[PATH_MAX];
-	struct stat st;
-	int fd;
-
-	if (path) {
-		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fd < 0)
-			return stark_errbuf(err, errlen, ST_ESYS, "cannot open the GPU lock file %s: %s",
-					    path, strerror(errno));
-		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-			close(fd);
-			return stark_errbuf(err, errlen, ST_ESYS, "the GPU lock %s is not a regular file",
-					    path);
-		}
-		return fd;
-	}
-	snprintf(tmp, sizeof(tmp), "%s/stark-gpu-lock-XXXXXX", dir && *dir ? dir : "/tmp");
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return stark_errbuf(err, errlen, ST_ESYS, "cannot create the GPU lock file %s: %s", tmp,
-				    strerror(errno));
-	unlink(tmp);
-	return fd;
 }

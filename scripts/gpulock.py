@@ -8,6 +8,10 @@ any timing holds it, so timings run back to back.
 
 The same file holds the evaluations' memory ledger (evaluator/stark_memory.py):
 `python3 scripts/gpulock.py FILE` lists the reservations standing there.
+stark itself takes, for a GPU, the machine's file of that GPU:
+$STARK_LOCK_DIR (else /tmp/stark-UID)/stark-gpu-lock-gpuM, M the GPU's
+device minor (/dev/nvidiaM); a script that opens that file shares the
+queue and the ledger with every stark process on the GPU.
 
 `python3 scripts/gpulock.py watch PID OUT [SECONDS]` samples, every SECONDS
 (default 0.5) until PID ends, what the GPU lock files of PID (or of its
@@ -91,8 +95,10 @@ def lock_files(pid):
     """The GPU lock files process `pid` holds open, in the order it opened
     them (a bench opens one a GPU, in the order of its devices), or, where
     it holds none, those of its first child that does: [(st_dev, st_ino)].
-    The files stark makes for itself are unlinked temporary files named
-    stark-gpu-lock-*."""
+    stark's are named stark-gpu-lock-*: a GPU's is the machine's
+    (STARK_LOCK_DIR, else /tmp/stark-UID: stark-gpu-lock-gpuM, M the GPU's
+    device minor), so the states read there include other stark processes
+    on that GPU; a CPU's is an unlinked temporary file."""
     for p in [pid] + _children(pid):
         found = []
         try:

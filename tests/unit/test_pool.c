@@ -166,6 +166,86 @@ END_TEST
  * in the compile jail the candidate's (crashed); in the run jail, which
  * holds the evaluator's side too, the evaluator's own limit (error), since
  * no account of whose allocations reached it came. */
+/* The GPU's lock is the machine's: every process that names the same GPU
+ * opens one file (the memory ledger and the timing queue are shared), a
+ * CPU's slots get a private unlinked one, and a lock folder that another
+ * user could swap files in is refused with the reason. */
+static ino_t lock_ino(const char *device)
+{
+	char err[PATH_MAX + 128];
+	struct stat st;
+	int fd = evalrun_gpu_lock_open(NULL, device, err, sizeof(err));
+
+	ck_assert_msg(fd >= 0, "%s: %s", device ? device : "(none)", err);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	ck_assert_int_eq(close(fd), 0);
+	return st.st_nlink ? st.st_ino : 0;
+}
+
+START_TEST(gpu_lock_machine_wide)
+{
+	char dir[] = "/tmp/stark-lockdir-XXXXXX", sub[PATH_MAX], path[PATH_MAX], err[PATH_MAX + 128];
+	const char *saved = getenv("STARK_LOCK_DIR");
+	char *keep = saved ? strdup(saved) : NULL;
+	struct stat st;
+	ino_t a, b;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_int_eq(setenv("STARK_LOCK_DIR", dir, 1), 0);
+	a = lock_ino("cuda:0");
+	ck_assert_uint_ne(a, 0);
+	ck_assert_uint_eq(lock_ino("cuda:0"), a);
+	ck_assert_uint_eq(lock_ino("cuda"), a); /* "cuda" is cuda:0 */
+	b = lock_ino("cuda:1");
+	ck_assert_uint_ne(b, 0);
+	ck_assert_uint_ne(b, a);
+	ck_assert_uint_eq(lock_ino(NULL), 0);	/* private and unlinked */
+	ck_assert_int_eq(evalrun_gpu_lock_path("cuda:1", path, sizeof(path), err, sizeof(err)), 0);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_ino, b);
+	ck_assert_int_eq(evalrun_gpu_lock_path("cpu", path, sizeof(path), err, sizeof(err)),
+			 ST_EINVAL);
+	/* Made where missing, private. */
+	snprintf(sub, sizeof(sub), "%s/made", dir);
+	ck_assert_int_eq(setenv("STARK_LOCK_DIR", sub, 1), 0);
+	ck_assert_uint_ne(lock_ino("cuda:2"), 0);
+	ck_assert_int_eq(stat(sub, &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0700);
+	/* Open to others and not sticky: refused; sticky (as /tmp): taken. */
+	ck_assert_int_eq(chmod(sub, 0777), 0);
+	ck_assert_int_lt(evalrun_gpu_lock_open(NULL, "cuda:2", err, sizeof(err)), 0);
+	ck_assert_msg(strstr(err, "may be written by others and is not sticky"), "%s", err);
+	ck_assert_int_eq(chmod(sub, 01777), 0);
+	ck_assert_uint_ne(lock_ino("cuda:2"), 0);
+	/* A link in the folder's place, a relative folder: refused. */
+	snprintf(path, sizeof(path), "%s/link", dir);
+	ck_assert_int_eq(symlink(sub, path), 0);
+	ck_assert_int_eq(setenv("STARK_LOCK_DIR", path, 1), 0);
+	ck_assert_int_lt(evalrun_gpu_lock_open(NULL, "cuda:0", err, sizeof(err)), 0);
+	ck_assert_msg(strstr(err, "is not a folder (a link is refused)"), "%s", err);
+	ck_assert_int_eq(setenv("STARK_LOCK_DIR", "locks", 1), 0);
+	ck_assert_int_lt(evalrun_gpu_lock_open(NULL, "cuda:0", err, sizeof(err)), 0);
+	ck_assert_msg(strstr(err, "is not an absolute path"), "%s", err);
+	/* A lock file replaced by a link is refused too. */
+	ck_assert_int_eq(setenv("STARK_LOCK_DIR", dir, 1), 0);
+	ck_assert_int_eq(evalrun_gpu_lock_path("cuda:3", path, sizeof(path), err, sizeof(err)), 0);
+	ck_assert_int_eq(symlink("/etc/passwd", path), 0);
+	ck_assert_int_lt(evalrun_gpu_lock_open(NULL, "cuda:3", err, sizeof(err)), 0);
+	ck_assert_msg(strstr(err, "cannot open the GPU lock file"), "%s", err);
+	if (keep)
+		setenv("STARK_LOCK_DIR", keep, 1);
+	else
+		unsetenv("STARK_LOCK_DIR");
+	free(keep);
+	{
+		char cmd[PATH_MAX + 16];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		ck_assert_int_eq(system(cmd), 0);
+	}
+}
+END_TEST
+
 START_TEST(oom_without_account)
 {
 	static const char *const stages[] = {"run", "all", "compile"};
@@ -562,7 +642,7 @@ START_TEST(zygote_deadline_and_cancel)
 	{
 		char lerr[256];
 
-		o.lock_fd = evalrun_gpu_lock_open(NULL, lerr, sizeof(lerr));
+		o.lock_fd = evalrun_gpu_lock_open(NULL, NULL, lerr, sizeof(lerr));
 		ck_assert_msg(o.lock_fd >= 0, "%s", lerr);
 		stopped_to_deadline(&o, &rq,
 				    "wall-clock limit of 3 s (plus 4 s for its grace and its queue on "
@@ -921,6 +1001,7 @@ static Suite *pool_suite(void)
 	tcase_set_timeout(e, 120);
 	tcase_add_test(e, parse_caps);
 	tcase_add_test(e, gpu_minor);
+	tcase_add_test(e, gpu_lock_machine_wide);
 	tcase_add_test(e, needs_compile);
 	tcase_add_test(e, run_mem_share);
 	tcase_add_test(e, queue_allowance);
