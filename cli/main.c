@@ -10,6 +10,7 @@
 
 #include "common/common.h"
 #include "cli/cli.h"
+#include "pool/pool.h"
 
 static const struct {
 	const char *name;
@@ -53,6 +54,8 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return CLI_OK;
 	}
+	/* Before any evaluator starts: they inherit the lists worked out. */
+	evalrun_timing_cpus_resolve();
 	for (size_t i = 0; i < ST_ARRAY_LEN(commands); i++)
 		if (!strcmp(argv[1], commands[i].name))
 			return commands[i].fn(argc - 1, argv + 1);

@@ -18,6 +18,8 @@ by the workers it forks); the one in a timing phase, which holds its GPU
 exclusively, moves its referee and every thread of both workers onto its
 own list, and back when the phase ends.  Name both SMT siblings of a core
 (lscpu -e), so that no other work shares the core.  Unset: nothing moves.
+STARK_TIMING_CPUS=auto is worked out into such lists by stark before
+any evaluator starts (pool/cpus.c), so the evaluator never sees "auto".
 
 A candidate may set its own threads' affinity (OpenMP pins them): it can
 only leave the timing CPUs for its own timing, or crowd them from

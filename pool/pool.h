@@ -502,4 +502,27 @@ ST_WUR int evalrun_gpu_lock_open(const char *path, const char *device, char *err
 ST_WUR int evalrun_gpu_lock_path(const char *device, char *buf, size_t len, char *err,
 				 size_t errlen);
 
+/* Cores (a CPU and its SMT siblings) kept for each GPU's timing phases by
+ * STARK_TIMING_CPUS=auto. */
+#define EVALRUN_TIMING_CORES 2
+
+/*
+ * STARK_TIMING_CPUS=auto, worked out from the machine: for each GPU of
+ * gpus_dir (/proc/driver/nvidia/gpus), in device-minor order, the
+ * EVALRUN_TIMING_CORES highest-numbered whole cores of its local CPUs
+ * (sys_root/bus/pci/devices/BUS/local_cpulist, else every online CPU)
+ * that no other GPU took, written into buf as the variable's lists
+ * ("62-63;60-61"; evaluator/stark_referee_cpus.py).  buf is "" where there
+ * is no GPU.  Refused (ST_EINVAL, the reason in err) where the minors are
+ * not 0..N-1 or the lists would take more than half the online CPUs;
+ * ST_EIO where the online CPUs cannot be read.
+ */
+ST_WUR int evalrun_timing_cpus_auto(const char *gpus_dir, const char *sys_root, char *buf,
+				    size_t len, char *err, size_t errlen);
+
+/* Replaces STARK_TIMING_CPUS=auto in our environment by its lists (what the
+ * evaluators then inherit), or unsets it with a warning where none can be
+ * worked out.  Any other value is left alone. */
+void evalrun_timing_cpus_resolve(void);
+
 #endif

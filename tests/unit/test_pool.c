@@ -246,6 +246,91 @@ START_TEST(gpu_lock_machine_wide)
 }
 END_TEST
 
+/* STARK_TIMING_CPUS=auto from a machine laid out under a folder: the
+ * driver's GPU folders and sysfs (online CPUs, each GPU's local CPUs,
+ * SMT siblings). */
+static void put_file(const char *root, const char *rel, const char *text)
+{
+	char path[PATH_MAX], cmd[PATH_MAX + 32];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\"", path);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_ptr_nonnull(f = fopen(path, "w"));
+	fputs(text, f);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* 16 CPUs, core k = CPUs k and k+8; GPU bus ids bus0/bus1 near 0-3,8-11
+ * and 4-7,12-15. */
+static void machine(const char *root, int ngpu, const char *online)
+{
+	char rel[128], text[64];
+
+	put_file(root, "sys/devices/system/cpu/online", online);
+	for (int c = 0; c < 16; c++) {
+		snprintf(rel, sizeof(rel), "sys/devices/system/cpu/cpu%d/topology/thread_siblings_list",
+			 c);
+		snprintf(text, sizeof(text), "%d,%d\n", c % 8, c % 8 + 8);
+		put_file(root, rel, text);
+	}
+	for (int g = 0; g < ngpu; g++) {
+		snprintf(rel, sizeof(rel), "gpus/bus%d/information", g);
+		snprintf(text, sizeof(text), "Model: H200\nDevice Minor: %d\n", g);
+		put_file(root, rel, text);
+		snprintf(rel, sizeof(rel), "sys/bus/pci/devices/bus%d/local_cpulist", g);
+		put_file(root, rel, g == 0 ? "0-3,8-11\n" : "4-7,12-15\n");
+	}
+}
+
+START_TEST(timing_cpus_auto)
+{
+	char root[] = "/tmp/stark-cpus-XXXXXX", gpus[256], sys[256], cmd[PATH_MAX];
+	char buf[256], err[512];
+
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	snprintf(gpus, sizeof(gpus), "%s/gpus", root);
+	snprintf(sys, sizeof(sys), "%s/sys", root);
+	machine(root, 2, "0-15\n");
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, buf, sizeof(buf), err, sizeof(err)), 0);
+	/* Each GPU its two highest cores near it, both siblings of each. */
+	ck_assert_str_eq(buf, "2-3,10-11;6-7,14-15");
+	/* A GPU whose local list is missing takes from every online CPU,
+	 * never another GPU's. */
+	snprintf(cmd, sizeof(cmd), "rm %s/bus/pci/devices/bus1/local_cpulist", sys);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, buf, sizeof(buf), err, sizeof(err)), 0);
+	ck_assert_str_eq(buf, "2-3,10-11;6-7,14-15");
+	/* More than half the CPUs: refused, saying so. */
+	put_file(root, "sys/devices/system/cpu/online", "0-1,8-9,4-5,12-13\n");
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, buf, sizeof(buf), err, sizeof(err)),
+			 ST_EINVAL);
+	ck_assert_msg(strstr(err, "would keep 8 of the 8 CPUs"), "%s", err);
+	ck_assert_str_eq(buf, "");
+	/* Minors with a gap: refused.  No GPU folder: nothing, no error. */
+	put_file(root, "sys/devices/system/cpu/online", "0-15\n");
+	put_file(root, "gpus/bus1/information", "Device Minor: 3\n");
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, buf, sizeof(buf), err, sizeof(err)),
+			 ST_EINVAL);
+	ck_assert_msg(strstr(err, "device minors are not 0, 1"), "%s", err);
+	snprintf(cmd, sizeof(cmd), "%s/none", root);
+	ck_assert_int_eq(evalrun_timing_cpus_auto(cmd, sys, buf, sizeof(buf), err, sizeof(err)), 0);
+	ck_assert_str_eq(buf, "");
+	/* Unreadable online list: an error, not a guess. */
+	snprintf(cmd, sizeof(cmd), "%s/nosys", root);
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, cmd, buf, sizeof(buf), err, sizeof(err)),
+			 ST_EIO);
+	/* Any other value of the variable is left as it is. */
+	ck_assert_int_eq(setenv("STARK_TIMING_CPUS", "7;15", 1), 0);
+	evalrun_timing_cpus_resolve();
+	ck_assert_str_eq(getenv("STARK_TIMING_CPUS"), "7;15");
+	unsetenv("STARK_TIMING_CPUS");
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 START_TEST(oom_without_account)
 {
 	static const char *const stages[] = {"run", "all", "compile"};
@@ -1002,6 +1087,7 @@ static Suite *pool_suite(void)
 	tcase_add_test(e, parse_caps);
 	tcase_add_test(e, gpu_minor);
 	tcase_add_test(e, gpu_lock_machine_wide);
+	tcase_add_test(e, timing_cpus_auto);
 	tcase_add_test(e, needs_compile);
 	tcase_add_test(e, run_mem_share);
 	tcase_add_test(e, queue_allowance);
