@@ -25,6 +25,7 @@ import torch
 
 import stark_rules as R
 import stark_tensors as T
+from stark_worker_memory import is_oom
 from stark_worker_outputs import storage_span
 
 MODEL64_KEEP_BYTES = 256 << 20   # a float64 copy of the model kept between calls up to this
@@ -179,11 +180,21 @@ class Inputs:
         Only memory taken from the allocator here is written: blocks of
         the generated tensors' sizes, largest first (where get_inputs()
         keeps a tensor of its own, its block is not free, and this takes
-        another)."""
-        with self._in_pool(pool):
-            held = [torch.empty(n, dtype=torch.uint8, device=self.device) for n in sizes if n]
-            for t in held:
-                t.fill_(255)
+        another).  Where that other block does not fit on the device, the
+        scrub stops there: the outputs then take memory this GEN never
+        held, so never its inputs, and an out-of-memory error here would
+        have been the evaluator's own."""
+        held = []
+        try:
+            with self._in_pool(pool):
+                for n in sizes:
+                    if n:
+                        held.append(torch.empty(n, dtype=torch.uint8, device=self.device))
+                for t in held:
+                    t.fill_(255)
+        except Exception as e:          # noqa: BLE001 -- only memory running out
+            if not is_oom(e):
+                raise
         del held
 
     def _kb_host_gen(self, args):
