@@ -181,7 +181,9 @@ def budget(total):
 #             the jittered one runs), and where the inputs were not copied
 #             (i > COPY_CHECK_BYTES) the inputs made again and centred (3i)
 #   timing    a call in each of the placements' pools (placement_bytes); on a
-#             GPU the generated inputs' block cached in each of them too
+#             GPU the generated inputs' block cached in each of them too.
+#             KernelBench's trials come after it, with the placements let go
+#             first (stark_worker_gpu.drop_placements): their GENs are gens
 #   shape     the shape probe: a call at the grown sizes (its own
 #             footprint, estimated on the meta device like the problem's)
 # The candidate's worker goes through gen, call and compare in step with

@@ -379,6 +379,28 @@ class GpuTiming:
             self.cycles_per_us = 200000 / (ms * 1e3) if ms > 0 else 2000.0
         return int(us * self.cycles_per_us)
 
+    def drop_placements(self):
+        """Lets go of every placement's pool: the timing's input buffers in
+        each, the forward's allocations made there, and the generated
+        inputs' block cached beside them (_gen_pool), their memory back to
+        the device.  Held into KernelBench's trials, which come after the
+        timing, they put a trial's inputs on top of about twice the inputs'
+        size in each worker, beyond the memory plan's gen phase: on four
+        H200s, four evaluations a GPU, the references of level 1's
+        problems with 8-16 GiB inputs and small outputs (45-49) ran out of
+        device memory in KernelBench's trials 2-5.  A later GEN makes a
+        first pool again, and a later timing its placements (no SCAN kept).
+        The caller has let go of the last call's inputs and outputs."""
+        if not self.pools:
+            return
+        self.slot_bufs = {}
+        self.scan_kept = None
+        self.pools = []
+        self.slot = 0
+        self.n_slots = 1
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
     def _in_slot(self):
         """A context in which this worker's allocations go to the pool of
         the current placement (nothing on CPUs)."""

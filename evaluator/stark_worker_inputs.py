@@ -98,6 +98,10 @@ class Inputs:
             # A large float64 copy of the model is made again when next
             # needed, not held through every later phase (stark_memory).
             self.model64 = None
+        if args.get("kb") is not None:
+            # KernelBench's trials come after the timing and need none of
+            # its placements (stark_worker_gpu.drop_placements).
+            self.drop_placements()
         if args.get("host_only"):
             return self._kb_host_gen(args)
         pool, pre = self._gen_pool(args)
