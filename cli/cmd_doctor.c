@@ -131,10 +131,35 @@ static void jail_checks(json_t *out)
 	}
 }
 
+/* The GPU's lock (the machine's, shared by every stark process on it) and
+ * the CPUs kept for its timings (STARK_TIMING_CPUS, resolved by main). */
+static void lock_checks(json_t *out, const char *device, int gpu)
+{
+	const char *spec = getenv("STARK_TIMING_CPUS");
+	char path[PATH_MAX], err[PATH_MAX + 128], detail[PATH_MAX + 256];
+	bool ok = evalrun_gpu_lock_path(device, path, sizeof(path), err, sizeof(err)) == 0;
+
+	json_array_append_new(out, check("GPU lock", ok, ok ? path : err,
+					 "set STARK_LOCK_DIR to a folder of your own", "every cuda format"));
+	if (!spec || !*spec) {
+		snprintf(detail, sizeof(detail),
+			 "none kept (STARK_TIMING_CPUS=auto keeps two cores near each GPU)");
+	} else {
+		const char *p = spec;
+
+		for (int k = 0; k < gpu && p; k++)
+			if ((p = strchr(p, ';')))
+				p++;
+		snprintf(detail, sizeof(detail), "GPU %d: %.*s (STARK_TIMING_CPUS=%s)", gpu,
+			 p ? (int)strcspn(p, ";") : 4, p ? p : "none", spec);
+	}
+	json_array_append_new(out, check("timing CPUs", true, detail, "", "every cuda format"));
+}
+
 static void gpu_checks(json_t *out, const char *device)
 {
 	int idx = device[4] == ':' ? atoi(device + 5) : 0;
-	int minor = evalrun_gpu_minor("/proc/driver/nvidia/gpus", getenv("CUDA_VISIBLE_DEVICES"), idx);
+	int minor = evalrun_gpu_minor(EVALRUN_GPUS_DIR, getenv("CUDA_VISIBLE_DEVICES"), idx);
 	char node[64], detail[256];
 	bool ok;
 
@@ -145,6 +170,7 @@ static void gpu_checks(json_t *out, const char *device)
 	json_array_append_new(out, check("GPU device", ok, detail,
 					 "install the NVIDIA driver, or pick a GPU this machine has (--device cuda:N)",
 					 "every cuda format"));
+	lock_checks(out, device, minor >= 0 ? minor : idx);
 }
 
 /*

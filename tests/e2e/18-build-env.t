@@ -57,7 +57,7 @@ printf 'raise ModuleNotFoundError("No module named %s", name="setuptools")\n' "'
 SETUPTOOLS=$("$PY" -c 'import os, setuptools; print(os.path.realpath(os.path.dirname(setuptools.__file__)))')
 TORCH_H=$("$PY" -c 'import os, torch; print(os.path.realpath(os.path.join(os.path.dirname(torch.__file__), "include", "torch")))')
 
-echo "1..17"
+echo "1..19"
 
 # lack NAME FIX-PATTERN ENV...: the evaluation is `error` naming the fix.
 shopt -s extglob
@@ -116,6 +116,20 @@ d=$(json "$T/doc.json" '[c["detail"] for c in j["checks"] if c["name"] == "run j
 [[ "$d" == "2.9 GiB for one evaluation, 2.9 GiB each with --jobs 4 (STARK_RUN_MEM_MIB;"* ]] &&
 	grep -Eq "^  ok +run jail memory +[0-9.]+ GiB for one evaluation, [0-9.]+ GiB each with --jobs 4 \(three quarters" "$T/doc.txt"
 check "stark doctor gives the run jail's memory, and says where STARK_RUN_MEM_MIB sets it" $? "$d" "$(grep 'run jail memory' "$T/doc.txt")"
+
+# On a GPU device it names the GPU's lock (the machine's, in STARK_LOCK_DIR)
+# and the CPUs kept for that GPU's timings; a lock folder open to others
+# without the sticky bit is refused with its fix.
+STARK_LOCK_DIR=$T/locks STARK_TIMING_CPUS="0;1" "$STARK" doctor --device cuda:1 --json >"$T/doc.json" 2>/dev/null
+d=$(json "$T/doc.json" '[(c["ok"], c["detail"]) for c in j["checks"] if c["name"] in ("GPU lock", "timing CPUs")]')
+[ "$d" = "[(True, '$T/locks/stark-gpu-lock-cuda1'), (True, 'GPU 1: 1 (STARK_TIMING_CPUS=0;1)')]" ] &&
+	[ "$(stat -c %a "$T/locks")" = 700 ]
+check "stark doctor on cuda:1 names its lock file and its timing CPUs" $? "$d"
+mkdir -p "$T/open" && chmod 777 "$T/open"
+STARK_LOCK_DIR=$T/open "$STARK" doctor --device cuda:1 --json >"$T/doc.json" 2>/dev/null
+d=$(json "$T/doc.json" '[(c["ok"], c["detail"], c["fix"]) for c in j["checks"] if c["name"] == "GPU lock"][0]')
+[[ "$d" == "(False, 'the lock folder $T/open may be written by others and is not sticky"*"STARK_LOCK_DIR"* ]]
+check "a lock folder open to others is refused, with the fix" $? "$d"
 
 # A probe stopped by the jail (a call the compile jail forbids) is reported,
 # not waited on: the evaluator stand-in opens an inet socket, then prints a
