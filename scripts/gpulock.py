@@ -74,18 +74,24 @@ def ledger(path):
         os.close(fd)
 
 
+def _stat(pid):
+    """The fields of /proc/PID/stat after the command (state, ppid, ...),
+    [] if the process is gone: the command may hold spaces and
+    parentheses, so they start after its last ")"."""
+    try:
+        with open("/proc/%s/stat" % pid) as f:
+            stat = f.read()
+    except OSError:
+        return []
+    return stat[stat.rfind(")") + 2:].split()
+
+
 def _children(pid):
     kids = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        try:
-            with open("/proc/%s/stat" % name) as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # pid (comm) state ppid ...: comm may hold spaces and parentheses.
-        fields = stat[stat.rfind(")") + 2:].split()
+        fields = _stat(name)
         if len(fields) > 1 and fields[1] == str(pid):
             kids.append(int(name))
     return sorted(kids)
@@ -154,12 +160,8 @@ def states(keys, text=None):
 
 def _alive(pid):
     """Whether pid runs (a zombie has ended)."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2:][:1] not in ("Z", "X", "")
+    fields = _stat(pid)
+    return bool(fields) and fields[0] not in ("Z", "X")
 
 
 def watch(pid, out, every=0.5):
