@@ -63,6 +63,19 @@ bool cli_name_in(const char *name, const char *const *list)
 	return false;
 }
 
+int cli_kb_trials(const char *cmd, const char *v, int *out)
+{
+	uint64_t n;
+
+	if (!v || str_to_u64(v, 0, PROTO_TRIALS_MAX, &n)) {
+		stark_error(CLI_USAGE, "%s: --kb-trials must be 0..%u, not '%s'", cmd, PROTO_TRIALS_MAX,
+			    v ? v : "");
+		return -1;
+	}
+	*out = n ? (int)n : -1;
+	return 0;
+}
+
 int cli_language_format(const char *cmd, const char *language, const char *device,
 			const char **format, const char **precision)
 {

@@ -167,6 +167,12 @@ ST_WUR int export_jsonl(struct run *r, const char *what, const char *path, char 
 ST_WUR int show_list(struct store *st, bool json, FILE *out);
 
 /*
+ * --kb-trials N of run and bench (KernelBench's trials, 0..PROTO_TRIALS_MAX)
+ * into *out as run_spec has it: -1 for 0 (its verdict not sought), else N.
+ * 0, or -1 with the complaint printed (cmd names the command).
+ */
+int cli_kb_trials(const char *cmd, const char *v, int *out);
+/*
  * --language, --format and --precision of run and bench, checked and
  * completed: language "triton" sets the format "triton" (KernelBench's, in
  * Triton); the format defaults by device; precision to "fp32".  0, or -1

@@ -25,6 +25,7 @@ static void usage(FILE *f)
 		"                   [--llm openai:URL|anthropic:URL|replay:FILE|replay:DIR] [--model NAME]\n"
 		"                   [--device cpu|cuda|cuda:0,1,...|all] [--runs-in-flight N] [--llm-in-flight K]\n"
 		"                   [--evals-per-device N] [--max-dollars D] [--baseline eager|compile]\n"
+		"                   [--kb-trials N]\n"
 		"                   [--level N] [--eval stark-eval|replay:FILE|replay:DIR]\n"
 		"                   [--format kernelbench|fast|triton] [--language cuda|triton] [--precision fp32|fp16|bf16]\n"
 		"                   [--store DIR] [--config FILE] [--set KEY=VALUE]... [--insecure-sandbox]\n"
@@ -35,6 +36,8 @@ static void usage(FILE *f)
 		"  --evals-per-device evaluations on each device (cpu 2, cuda 4).  --max-dollars stops the\n"
 		"  bench (resumable) before a call could pass it, counting the calls in flight.\n"
 		"  replay:DIR answers each problem STEM.py from DIR/STEM.jsonl.\n"
+		"  --kb-trials N: KernelBench's own trials in each evaluation; 0 leaves its verdict\n"
+		"  unsought, and its columns of the table null (stark's verdict decides either way) [5].\n"
 		"  `stark resume BENCH_ID` continues it; `stark show BENCH_ID [--json|--csv]` prints the table.\n");
 }
 /* clang-format on */
@@ -239,7 +242,10 @@ static int parse(int argc, char **argv, struct bench_args *a, struct search_conf
 			a->store_dir = v;
 		else if (cli_opt_value(argc, argv, &i, "--baseline", &v))
 			s->baseline = v;
-		else if (cli_opt_value(argc, argv, &i, "--runs-in-flight", &v)) {
+		else if (cli_opt_value(argc, argv, &i, "--kb-trials", &v)) {
+			if (cli_kb_trials("bench", v, &s->kb_trials))
+				return CLI_USAGE;
+		} else if (cli_opt_value(argc, argv, &i, "--runs-in-flight", &v)) {
 			if (!(rc = parse_num("--runs-in-flight", v, 1, 4096, &d)))
 				s->runs_in_flight = (unsigned)d;
 		} else if (cli_opt_value(argc, argv, &i, "--llm-in-flight", &v)) {

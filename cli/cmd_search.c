@@ -82,7 +82,8 @@ static void run_usage(void)
 		"                 [--device cpu|cuda[:N]] [--store DIR] [--config FILE]\n"
 		"                 [--set KEY=VALUE]... [--eval stark-eval|replay:FILE]\n"
 		"                 [--format kernelbench|fast|triton] [--language cuda|triton]\n"
-		"                 [--precision fp32|fp16|bf16] [--baseline eager|compile] [--insecure-sandbox]\n"
+		"                 [--precision fp32|fp16|bf16] [--baseline eager|compile] [--kb-trials N]\n"
+		"                 [--insecure-sandbox]\n"
 		"  Candidates are judged in the compile and run jails (SECURITY.md); where this\n"
 		"  machine lacks layers the run refuses unless --insecure-sandbox is given.\n"
 		"  --format defaults to fast on cuda and kernelbench on cpu; --language triton (the\n"
@@ -90,6 +91,8 @@ static void run_usage(void)
 		"  --precision casts inputs and weights as KernelBench's harness does [fp32].\n"
 		"  --baseline compile also times the reference under torch.compile in every\n"
 		"  evaluation and reports speedups against both (docs/BENCH.md) [eager].\n"
+		"  --kb-trials N: KernelBench's own trials in each evaluation; 0 leaves its verdict\n"
+		"  unsought (stark's decides either way) [5].\n"
 		"  --llm defaults to $STARK_LLM, --model to $STARK_MODEL; llm.ROLE, model.ROLE and the\n"
 		"  other per-role keys of --config / --set give a role its own server, model and\n"
 		"  settings (docs/RUNS.md).  The API key comes from $STARK_API_KEY (or OPENAI_API_KEY /\n"
@@ -169,6 +172,10 @@ int cmd_run(int argc, char **argv)
 			spec.precision = v;
 		else if (cli_opt_value(argc, argv, &i, "--baseline", &v))
 			spec.baseline = v;
+		else if (cli_opt_value(argc, argv, &i, "--kb-trials", &v)) {
+			if (cli_kb_trials("run", v, &spec.kb_trials))
+				return CLI_USAGE;
+		}
 		else if (!strcmp(argv[i], "--insecure-sandbox"))
 			spec.insecure_sandbox = true;
 		else if (cli_opt_value(argc, argv, &i, "--budget", &v))

@@ -399,6 +399,7 @@ int bench__create_run(struct bench *b, size_t i, char *err, size_t errlen)
 			      .format = bench_opt(b, "format", "kernelbench"),
 			      .precision = bench_opt(b, "precision", "fp32"),
 			      .baseline = bench_opt(b, "baseline", "eager"),
+			      .kb_trials = run__kb_trials(json_object_get(b->spec, "options")),
 			      .insecure_sandbox = jr_bool(json_object_get(b->spec, "options"),
 							  "insecure_sandbox", false),
 			      .cfg = &c};
@@ -442,14 +443,15 @@ static json_t *spec_json(const struct bench_spec *s, const char *id, double crea
 			dbuf_release(&src);
 		}
 	o = json_pack("{s:i, s:s, s:f, s:{s:s, s:s?, s:s, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:f,"
-		      " s:s}, s:o}",
+		      " s:s, s:I}, s:o}",
 		      "v", 1, "bench_id", id, "created", created, "options", "llm", s->llm, "model",
 		      s->model, "eval", s->eval, "format", s->format, "precision",
 		      s->precision ? s->precision : "fp32", "device", s->devices,
 		      "insecure_sandbox", s->insecure_sandbox, "runs_in_flight",
 		      (json_int_t)s->runs_in_flight, "llm_in_flight", (json_int_t)s->llm_in_flight,
 		      "evals_per_device", (json_int_t)s->evals_per_device, "max_dollars",
-		      s->max_dollars, "baseline", s->baseline ? s->baseline : "eager", "runs",
+		      s->max_dollars, "baseline", s->baseline ? s->baseline : "eager", "kb_trials",
+		      (json_int_t)(s->kb_trials < 0 ? 0 : s->kb_trials ? s->kb_trials : 5), "runs",
 		      runs);
 	if (o)
 		json_object_set_new(o, "stark", run_producer_new(NULL));

@@ -70,10 +70,13 @@ static int read_problem(const char *path, struct dbuf *src, char *err, size_t er
 
 static json_t *run_options(const struct run_spec *spec)
 {
-	return json_pack("{s:s, s:s?, s:s, s:s, s:s, s:s, s:s, s:b}", "llm", spec->llm, "model",
-			 spec->model, "device", spec->device, "eval", spec->eval, "format",
+	/* kb_trials as the request has it: 5 by default, 0 for none */
+	json_int_t kb = spec->kb_trials < 0 ? 0 : spec->kb_trials ? spec->kb_trials : 5;
+
+	return json_pack("{s:s, s:s?, s:s, s:s, s:s, s:s, s:s, s:I, s:b}", "llm", spec->llm,
+			 "model", spec->model, "device", spec->device, "eval", spec->eval, "format",
 			 spec->format, "precision", spec->precision ? spec->precision : "fp32",
-			 "baseline", spec->baseline ? spec->baseline : "eager",
+			 "baseline", spec->baseline ? spec->baseline : "eager", "kb_trials", kb,
 			 "insecure_sandbox", spec->insecure_sandbox);
 }
 

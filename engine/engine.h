@@ -253,6 +253,8 @@ struct eval_job {
 	const char *language;  /* the request's "language": "auto" or "triton" */
 	const char *precision; /* "fp32", "fp16" or "bf16" */
 	const char *baseline;  /* "eager" or "compile" (request "baseline"); NULL: eager */
+	int kb_trials;	       /* KernelBench's trials (request "kb_trials"): 0 its
+				  default (5), -1 none (its verdict not sought) */
 	uint64_t seed;	    /* the run's evaluation seed */
 	bool insecure;	    /* evaluate with fewer jail layers than required */
 };
@@ -435,6 +437,8 @@ struct run_spec {
 	const char *precision;	  /* "fp32" (NULL), "fp16" or "bf16" */
 	const char *baseline;	  /* "eager" (NULL) or "compile": the reference
 				     also timed under torch.compile */
+	int kb_trials;		  /* KernelBench's trials: 0 its default (5), -1
+				     none (its verdict not sought), else 1..max */
 	bool insecure_sandbox;	  /* run candidates where the jail lacks layers */
 	const struct search_config *cfg;
 };
@@ -797,6 +801,7 @@ struct bench_spec {
 	unsigned runs_in_flight, llm_in_flight, evals_per_device;
 	double max_dollars;   /* 0: no cap */
 	const char *baseline; /* "eager" or "compile" */
+	int kb_trials;	      /* as run_spec's */
 	const struct search_config *cfg; /* the base; each run sets its policy */
 };
 

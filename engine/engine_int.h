@@ -164,6 +164,11 @@ ST_WUR int run__phase_agents(struct run *r, struct made *made, enum stop_kind *s
  * why in r->halt_why).  Releases reply.
  */
 ST_WUR int run__llm_reply(struct run *r, struct llm_reply *reply);
+/* run.c: KernelBench's trials of a run's or a bench's options
+ * ("kb_trials", as the request has it; 5 where absent: runs and benches
+ * made before the option) as eval_job and run_spec have them: 0 never,
+ * -1 none (its verdict not sought), else 1..PROTO_TRIALS_MAX. */
+int run__kb_trials(const json_t *options);
 
 /* ---- real evaluations (eval_real.c, for evalpool.c too) ---- */
 

@@ -68,6 +68,8 @@ int eval__request(const struct eval_job *job, const char *device, const char *ca
 	rq->solution_len = job->code_len;
 	rq->stage = PROTO_STAGE_COMPILE;
 	rq->seed = job->seed;
+	if (job->kb_trials)
+		rq->kb_trials = job->kb_trials < 0 ? 0 : (uint32_t)job->kb_trials;
 	rq->wall_ms = EVAL_DEFAULT_WALL_MS;
 	return ST_OK;
 }

@@ -190,6 +190,13 @@ static void pause_on_error(struct run *r, const struct proto_result *res, char *
 
 /* The evaluator's format for the run's: a Triton solution is KernelBench's
  * format (a Python file with ModelNew), its language "triton". */
+int run__kb_trials(const json_t *options)
+{
+	uint64_t n = jr_u64(options, "kb_trials", 5);
+
+	return n == 0 ? -1 : n > PROTO_TRIALS_MAX ? PROTO_TRIALS_MAX : (int)n;
+}
+
 static const char *eval_format(const char *run_format)
 {
 	return strcmp(run_format, "triton") ? run_format : "kernelbench";
@@ -218,6 +225,7 @@ static void pend_eval(struct run *r)
 	    .language = strcmp(jr_str(r->options, "format", ""), "triton") ? "auto" : "triton",
 	    .precision = jr_str(r->options, "precision", "fp32"),
 	    .baseline = jr_str(r->options, "baseline", "eager"),
+	    .kb_trials = run__kb_trials(r->options),
 	    .insecure = jr_bool(r->options, "insecure_sandbox", false),
 	    .seed = r->eval_seed ^ ((uint64_t)r->cur.node * 0x9e3779b97f4a7c15ull)};
 	p->t0 = clock_mono_ns();

@@ -4,7 +4,8 @@
 # replies without anchors), every candidate is judged by stark-eval on the
 # CPU, and the exported best solution is accepted by `stark eval`.  Then the
 # same attempt by a team of reasoning models in their own dialects (an
-# Anthropic planner with extended thinking, an OpenAI reasoning coder).
+# Anthropic planner with extended thinking, an OpenAI reasoning coder),
+# with KernelBench's trials left out (--kb-trials 0).
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -27,9 +28,9 @@ n=0
 ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
 note() { sed 's/^/# /' "$@" | tail -n 20; }
 
-echo "1..9"
+echo "1..11"
 if [ ! -x "$ROOT/$B/stark-eval" ]; then
-	for i in 1 2 3 4 5 6 7 8 9; do echo "ok $i # skip stark-eval not built"; done
+	for i in 1 2 3 4 5 6 7 8 9 10 11; do echo "ok $i # skip stark-eval not built"; done
 	exit 0
 fi
 
@@ -111,7 +112,7 @@ price.claude-thinker = 3 15
 price.o3-coder = 2 8
 EOF
 STARK_API_KEY=real-test-key-0001 "$STARK" run "$EX/problem.py" --run-id team --budget 1 \
-	--config "$T/team.cfg" --device cpu >"$T/team.out" 2>"$T/team.err"
+	--config "$T/team.cfg" --device cpu --kb-trials 0 >"$T/team.out" 2>"$T/team.err"
 rc=$?
 ok $rc "a team run (Anthropic thinking planner, OpenAI reasoning coder) finishes (exit $rc)"
 [ $rc -eq 0 ] || note "$T/team.err"
@@ -128,3 +129,22 @@ print("# node 1 %s, models %s" % (n[1]["verdict"], json.dumps(m)))
 sys.exit(0 if ok else 1)
 PYEOF
 ok $? "stark-eval judged the team's kernel correct; spend per model, reasoning counted"
+
+# 10-11: --kb-trials is the run's option, in every evaluation's request:
+# the first run's evaluations ran KernelBench's 5 trials, the team's none.
+"$STARK" show real --node 1 --json >"$T/n1.json"
+"$STARK" show team --node 1 --json >"$T/t1.json"
+$PY - "$T/show.json" "$T/team.json" "$T/n1.json" "$T/t1.json" <<'PYEOF'
+import json, sys
+real, team, n1, t1 = (json.load(open(p)) for p in sys.argv[1:])
+kb = lambda d: float(d["node"]["result"]["env"].get("kb_ms", "nan"))
+print("# kb_trials %s / %s, kb_ms %s / %s" % (real["options"].get("kb_trials"),
+      team["options"].get("kb_trials"), kb(n1), kb(t1)))
+sys.exit(0 if (real["options"].get("kb_trials") == 5 and team["options"].get("kb_trials") == 0 and
+               kb(n1) > 0 and kb(t1) == 0) else 1)
+PYEOF
+ok $? "--kb-trials 0: the run's option, and its evaluations run none of KernelBench's trials"
+"$STARK" run "$EX/problem.py" --run-id bad --kb-trials 1001 --llm "openai:$URL" --model m >/dev/null 2>"$T/bad.err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "kb-trials must be 0..1000" "$T/bad.err"
+ok $? "--kb-trials beyond 1000: a usage error (exit $rc)"

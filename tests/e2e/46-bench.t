@@ -48,7 +48,7 @@ mock() { # SCRIPT PORTFILE [args]: starts the mock server, waits for its port
 	for _ in $(seq 100); do [ -s "$pf" ] && break; sleep 0.05; done
 }
 
-echo "1..23"
+echo "1..24"
 
 # Three problems (copies: replay files are per problem), two policies.
 mkdir -p "$T/level1" "$T/llm" "$T/ev"
@@ -371,7 +371,18 @@ else
 	ok $? "its work went to the cpu: every attempt judged (KernelBench's verdict too), the bench finished (exit $rc)"
 fi
 
-# 21-23: list, resume of a finished bench, report.
+# 21: --kb-trials 0: stark's verdict alone; KernelBench's columns null.
+"$STARK" bench "$ROOT/examples/bench/level1/2_softplus_scale.py" --policies sampling \
+	--budget 3 --llm "replay:$ROOT/examples/bench/replies" --device cpu --format kernelbench \
+	--evals-per-device 1 --kb-trials 0 --bench-id nokb >"$T/nokb.out" 2>"$T/nokb.err"
+rc=$?
+"$STARK" show nokb --json >"$T/nokb.json"
+[ "$rc" -eq 0 ] && [ "$(field "$T/nokb.json" 'd["options"]["kb_trials"]')" = 0 ] &&
+	[ "$(field "$T/nokb.json" 'd["table"][0]["success_rate"]')" = 1.0 ] &&
+	[ "$(field "$T/nokb.json" 'd["table"][0]["success_rate_kernelbench"]')" = None ]
+ok $? "--kb-trials 0: judged by stark's verdict alone, KernelBench's columns null (exit $rc)"
+
+# 22-24: list, resume of a finished bench, report.
 "$STARK" list >"$T/list"
 grep -q '^det .*finished .*bench of 6 runs' "$T/list" && grep -q '^det-stark-0000-1_alpha ' "$T/list"
 ok $? "stark list shows the bench in one line and its runs"
