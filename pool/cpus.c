@@ -97,25 +97,6 @@ static int count(const struct cpuset *s)
 	return n;
 }
 
-/* "Device Minor: 3" of a GPU folder; -1 if absent. */
-static int folder_minor(const char *gpus_dir, const char *bus)
-{
-	char path[PATH_MAX], line[256];
-	int minor = -1;
-	FILE *f;
-
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s/information", gpus_dir, bus) >= sizeof(path))
-		return -1;
-	if (!(f = fopen(path, "re")))
-		return -1;
-	while (minor < 0 && fgets(line, sizeof(line), f))
-		if (sscanf(line, "Device Minor: %d", &minor) != 1 || minor < 0 ||
-		    minor >= AUTO_GPUS_MAX)
-			minor = -1;
-	fclose(f);
-	return minor;
-}
-
 /* Takes `cores` whole cores (a CPU and its SMT siblings) for one GPU from
  * its local CPUs, the highest-numbered first, none of them in used. */
 static void take_cores(const char *sys_root, const struct cpuset *local, struct cpuset *used,
@@ -169,7 +150,8 @@ static int find_gpus(const char *gpus_dir, struct auto_state *st)
 
 		if (de->d_name[0] == '.' || strlen(de->d_name) >= sizeof(st->bus[0]))
 			continue;
-		if ((m = folder_minor(gpus_dir, de->d_name)) < 0 || st->bus[m][0])
+		m = evalrun__read_minor(gpus_dir, de->d_name);
+		if (m < 0 || m >= AUTO_GPUS_MAX || st->bus[m][0])
 			continue;
 		snprintf(st->bus[m], sizeof(st->bus[m]), "%s", de->d_name);
 		ngpu++;

@@ -17,6 +17,10 @@
 /* The driver's folder of GPUs (evalrun_gpu_minor). */
 #define EVALRUN_GPUS_DIR "/proc/driver/nvidia/gpus"
 
+/* setup.c: "Device Minor: M" (0-255) of the GPU folder gpus_dir/bus (its
+ * "information" file); -1 if absent. */
+int evalrun__read_minor(const char *gpus_dir, const char *bus);
+
 /* ---- one evaluator process (evalrun.c) ---- */
 
 enum { P_IN, P_OUT, P_ERR, P_RES, P_COUNT };

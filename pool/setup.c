@@ -240,8 +240,7 @@ static int cmp_names(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* "Device Minor: 3" in a GPU's information file; -1 if absent. */
-static int read_minor(const char *gpus_dir, const char *bus)
+int evalrun__read_minor(const char *gpus_dir, const char *bus)
 {
 	char path[PATH_MAX], line[256];
 	int minor = -1;
@@ -298,7 +297,7 @@ int evalrun_gpu_minor(const char *gpus_dir, const char *visible, int index)
 	closedir(d);
 	qsort(names, n, sizeof(names[0]), cmp_names);
 	if ((size_t)index < n)
-		rc = read_minor(gpus_dir, names[index]);
+		rc = evalrun__read_minor(gpus_dir, names[index]);
 	for (i = 0; i < n; i++)
 		free(names[i]);
 	return rc;
