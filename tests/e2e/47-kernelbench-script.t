@@ -22,7 +22,7 @@ n=0
 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
-echo "1..8"
+echo "1..9"
 
 KB=$T/kb/KernelBench/level1
 mkdir -p "$KB"
@@ -107,6 +107,21 @@ if [ "$rc" -eq 0 ] && [[ "$out" == *"2 of 3 problems keep their verdicts"* ]] &&
 	ok "--resume judges again only what ended error, keeping the rest in order"
 else
 	not_ok "--resume of an error: exit $rc, batch of $lines, rows $kept" "$(printf '%s\n' "$out" | tail -n 10)"
+fi
+
+# The merged results lost (a sitting killed before it wrote them): the
+# batches' own outputs keep their verdicts.
+rm -f "$T/cut/results.jsonl"
+cp "$T/cut/results-0-cpu.jsonl" "$T/one.jsonl"
+out=$("$PY" scripts/kernelbench "$T/kb" --level 1 --device cpu --stark "$STARK" \
+	--out "$T/cut" --resume -- --no-timing --trials 2 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && [[ "$out" == *"1 of 3 problems keep their verdicts"* ]] &&
+	[[ "$out" == *"level 1: 3 problems: correct 3"* ]] &&
+	[[ "$(head -n 2 "$T/cut/batch-0-cpu.txt")" != *"2_LayerNorm.py"* ]]; then
+	ok "--resume without results.jsonl keeps what the batches' outputs hold"
+else
+	not_ok "--resume from the batches' outputs: exit $rc" "$(printf '%s\n' "$out" | tail -n 10)" "$(cat "$T/one.jsonl" | head -c 300)"
 fi
 
 out=$("$PY" scripts/kernelbench "$T/kb" --level 1 --device cuda,cuda:1 --stark "$STARK" \
