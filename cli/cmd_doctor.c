@@ -141,9 +141,11 @@ static void lock_checks(json_t *out, const char *device, int gpu)
 
 	json_array_append_new(out, check("GPU lock", ok, ok ? path : err,
 					 "set STARK_LOCK_DIR to a folder of your own", "every cuda format"));
-	if (!spec || !*spec) {
-		snprintf(detail, sizeof(detail),
-			 "none kept (STARK_TIMING_CPUS=auto keeps two cores near each GPU)");
+	if (!spec || !*spec || strcmp(spec, "off") == 0) {
+		const char *why = evalrun_timing_cpus_why();
+
+		snprintf(detail, sizeof(detail), "none kept (%s)",
+			 *why ? why : "STARK_TIMING_CPUS=off");
 	} else {
 		const char *p = spec;
 

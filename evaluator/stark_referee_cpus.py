@@ -17,9 +17,9 @@ and workers off every listed CPU (set when the referee starts, inherited
 by the workers it forks); the one in a timing phase, which holds its GPU
 exclusively, moves its referee and every thread of both workers onto its
 own list, and back when the phase ends.  Name both SMT siblings of a core
-(lscpu -e), so that no other work shares the core.  Unset: nothing moves.
-STARK_TIMING_CPUS=auto is worked out into such lists by stark before
-any evaluator starts (pool/cpus.c), so the evaluator never sees "auto".
+(lscpu -e), so that no other work shares the core.  Unset or "off":
+nothing moves.  stark works the lists out (unset or "auto") before any
+evaluator starts (pool/cpus.c), so the evaluator sees lists or "off".
 
 A candidate may set its own threads' affinity (OpenMP pins them): it can
 only leave the timing CPUs for its own timing, or crowd them from
@@ -77,7 +77,7 @@ def plan(spec, number, allowed):
     """(mine, others, why): the CPUs of this evaluation's timing phases and
     the CPUs of everything else, both within `allowed`, or (None, None,
     why) where nothing is to move (why: "" unset, else the reason)."""
-    if not spec or not spec.strip():
+    if not spec or not spec.strip() or spec.strip() == "off":
         return None, None, ""
     try:
         lists = [parse_cpulist(x) for x in spec.split(";")]
@@ -133,7 +133,7 @@ class TimingCpus:
         """Before the workers are forked: this thread off every listed
         CPU, which the workers inherit."""
         spec = os.environ.get("STARK_TIMING_CPUS", "")
-        if not spec:
+        if not spec or spec.strip() == "off":
             return
         env = self.res["env"]
         try:

@@ -512,17 +512,27 @@ ST_WUR int evalrun_gpu_lock_path(const char *device, char *buf, size_t len, char
  * EVALRUN_TIMING_CORES highest-numbered whole cores of its local CPUs
  * (sys_root/bus/pci/devices/BUS/local_cpulist, else every online CPU)
  * that no other GPU took, written into buf as the variable's lists
- * ("62-63;60-61"; evaluator/stark_referee_cpus.py).  buf is "" where there
- * is no GPU.  Refused (ST_EINVAL, the reason in err) where the minors are
- * not 0..N-1 or the lists would take more than half the online CPUs;
- * ST_EIO where the online CPUs cannot be read.
+ * ("62-63;60-61"; evaluator/stark_referee_cpus.py).  allowed (a cpulist,
+ * the process's own CPUs; NULL: every online CPU) bounds what is taken
+ * and counted.  buf is "" where there is no GPU.  Refused (ST_EINVAL, the
+ * reason in err) where the minors are not 0..N-1 or the lists would take
+ * more than max_pct percent of the CPUs counted; ST_EIO where the online
+ * CPUs cannot be read.
  */
-ST_WUR int evalrun_timing_cpus_auto(const char *gpus_dir, const char *sys_root, char *buf,
-				    size_t len, char *err, size_t errlen);
+ST_WUR int evalrun_timing_cpus_auto(const char *gpus_dir, const char *sys_root,
+				    const char *allowed, int max_pct, char *buf, size_t len,
+				    char *err, size_t errlen);
 
-/* Replaces STARK_TIMING_CPUS=auto in our environment by its lists (what the
- * evaluators then inherit), or unsets it with a warning where none can be
- * worked out.  Any other value is left alone. */
+/* Resolves STARK_TIMING_CPUS once, in our environment (what the evaluators
+ * and any stark process started from here inherit): unset, CPUs are kept
+ * as auto keeps them where they come to at most a quarter of ours, else
+ * none; "auto", up to half, with a warning where none can be kept; the
+ * variable is then the lists, or "off" where none are kept.  "off" and
+ * lists named by hand are left alone. */
 void evalrun_timing_cpus_resolve(void);
+
+/* Why resolve kept no CPUs ("" where it kept some, or was not called).
+ * Static storage. */
+const char *evalrun_timing_cpus_why(void);
 
 #endif

@@ -4,8 +4,9 @@
 # it in the timing phase and off it after (as the kernel reports their
 # affinity), and the verdict stands; a list that cannot be used (malformed,
 # every CPU, none allowed here) leaves the evaluation as it was and says
-# why; unset, nothing is said; auto on a machine without GPUs keeps
-# nothing and says nothing (pool/cpus.c works the lists out where GPUs
+# why; unset (the default: auto within a quarter of the CPUs) and "off"
+# say nothing here; auto on a machine without GPUs keeps nothing and says
+# nothing (pool/cpus.c works the lists out where GPUs
 # are: test_pool).  Needs 2 CPUs.  About 30 s.  Prints TAP.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -23,7 +24,7 @@ n=0
 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
-echo "1..6"
+echo "1..7"
 
 out=$("$PY" - <<'EOF' 2>&1
 import sys
@@ -89,6 +90,12 @@ if [ "$got" = "correct -" ]; then
 	ok "unset: nothing moved, nothing said"
 else
 	not_ok "unset: got [$got]" "$(tail -n 5 "$T/err")"
+fi
+got=$(eval_with off)
+if [ "$got" = "correct -" ] && ! grep -q "STARK_TIMING_CPUS" "$T/err"; then
+	ok "off: nothing moved, nothing said"
+else
+	not_ok "off: got [$got]" "$(tail -n 5 "$T/err")"
 fi
 got=$(eval_with auto)
 if [ "$got" = "correct -" ] && ! grep -q "STARK_TIMING_CPUS" "$T/err"; then

@@ -5,10 +5,16 @@
 # batch beside a level-1 batch on four H200s had 54 of 100 evaluations'
 # guard readings stretched by ~300 us and honest copies at 0.78-0.97x.
 # Here: a launch-bound model's honest copy three times in one process and
-# the 6 GiB elementwise problem twice in another, at once on the same GPU:
-# all correct at 1.00x within 2%, no work off the stream charged to an
-# honest copy, both processes on one lock file.  About 3 minutes on an
-# H100.  Skips where no CUDA device is usable.
+# the 6 GiB elementwise problem twice in another, at once on the same GPU,
+# both processes on one lock file: every copy correct, none charged more
+# than 150 us of work off the stream (a lock each: ~300 us, up to 2.4 ms),
+# the 6 GiB problem at 1.00x within 2% and the launch-bound one within
+# 10% (a lock each read it at 0.78x).  The launch-bound model's own draw
+# between processes is about +-5% (docs/METHOD.md); on four H200s
+# (2026-11-28) it read 0.955-1.063 here, with charges of 32-40 us where a
+# process's CUDA context was made or torn down during a timing, which the
+# lock does not cover.  About 3 minutes on an H100.  Skips where no CUDA
+# device is usable.
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${STARK_BUILD:-build}
 PY=$(scripts/find-python) || { echo "1..0 # skip no python with torch"; exit 0; }
@@ -42,15 +48,22 @@ else
 	notok "one lock file" "first: [$fa]" "second: [$fb]" "$(ls -l "$STARK_LOCK_DIR")"
 fi
 
-check() { # NAME FILE COUNT
+check() { # NAME FILE COUNT TOLERANCE
 	local got
-	got=$("$PY" - "$2" "$3" <<'PY'
+	got=$("$PY" - "$2" "$3" "$4" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+tol = float(sys.argv[3])
+def charged(r):
+    try:
+        return float((r.get("env") or {}).get("timing_off_stream_us", 0))
+    except ValueError:
+        return 1e9
 good = (len(rows) == int(sys.argv[2]) and
-        all(r.get("status") == "correct" and abs(r.get("speedup", 0) - 1) <= 0.02 and
-            "timing_off_stream_us" not in (r.get("env") or {}) for r in rows))
-print("good" if good else "not all correct at 1.00x within 2% with nothing charged off the stream")
+        all(r.get("status") == "correct" and abs(r.get("speedup", 0) - 1) <= tol and
+            charged(r) <= 150 for r in rows))
+print("good" if good else "not all correct at 1.00x within %g%% with at most 150 us charged "
+      "off the stream" % (100 * tol))
 for r in rows:
     e = r.get("env") or {}
     print("# %s %sx, sync/base/floor %s, off stream %s, lock waits %s" % (
@@ -61,5 +74,5 @@ PY
 	if [ "$(head -1 <<<"$got")" = good ]; then ok "$1"; else notok "$1" "$(head -1 <<<"$got")"; fi
 	tail -n +2 <<<"$got"
 }
-check "the launch-bound model beside another process: 3 honest copies at 1.00x within 2%" "$TMP/a.jsonl" 3
-check "the 6 GiB problem beside another process: 2 honest copies at 1.00x within 2%" "$TMP/b.jsonl" 2
+check "the launch-bound model beside another process: 3 honest copies at 1.00x within 10%" "$TMP/a.jsonl" 3 0.10
+check "the 6 GiB problem beside another process: 2 honest copies at 1.00x within 2%" "$TMP/b.jsonl" 2 0.02

@@ -293,38 +293,74 @@ START_TEST(timing_cpus_auto)
 	snprintf(gpus, sizeof(gpus), "%s/gpus", root);
 	snprintf(sys, sizeof(sys), "%s/sys", root);
 	machine(root, 2, "0-15\n");
-	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, buf, sizeof(buf), err, sizeof(err)), 0);
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, NULL, 50, buf, sizeof(buf), err, sizeof(err)), 0);
 	/* Each GPU its two highest cores near it, both siblings of each. */
 	ck_assert_str_eq(buf, "2-3,10-11;6-7,14-15");
+	/* Within the CPUs the process may use, counted against them: 8 of
+	 * 12 passes at most 75%, not at most 50%. */
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, "0-5,8-13", 75, buf, sizeof(buf), err,
+						  sizeof(err)),
+			 0);
+	ck_assert_str_eq(buf, "2-3,10-11;4-5,12-13");
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, "0-5,8-13", 50, buf, sizeof(buf), err,
+						  sizeof(err)),
+			 ST_EINVAL);
+	ck_assert_msg(strstr(err, "keep 8 of the 12 CPUs stark may use"), "%s", err);
+	/* The default's quarter: 8 of 16 is too many. */
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, NULL, 25, buf, sizeof(buf), err,
+						  sizeof(err)),
+			 ST_EINVAL);
+	ck_assert_msg(strstr(err, "more than 25%"), "%s", err);
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, "0-3,5", 75, buf, sizeof(buf), err,
+						  sizeof(err)),
+			 0);
+	ck_assert_str_eq(buf, "2-3;5");
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, "0-x", 50, buf, sizeof(buf), err,
+						  sizeof(err)),
+			 ST_EINVAL);
 	/* A GPU whose local list is missing takes from every online CPU,
 	 * never another GPU's. */
 	snprintf(cmd, sizeof(cmd), "rm %s/bus/pci/devices/bus1/local_cpulist", sys);
 	ck_assert_int_eq(system(cmd), 0);
-	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, buf, sizeof(buf), err, sizeof(err)), 0);
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, NULL, 50, buf, sizeof(buf), err, sizeof(err)), 0);
 	ck_assert_str_eq(buf, "2-3,10-11;6-7,14-15");
 	/* More than half the CPUs: refused, saying so. */
 	put_file(root, "sys/devices/system/cpu/online", "0-1,8-9,4-5,12-13\n");
-	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, buf, sizeof(buf), err, sizeof(err)),
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, NULL, 50, buf, sizeof(buf), err, sizeof(err)),
 			 ST_EINVAL);
 	ck_assert_msg(strstr(err, "would keep 8 of the 8 CPUs"), "%s", err);
 	ck_assert_str_eq(buf, "");
 	/* Minors with a gap: refused.  No GPU folder: nothing, no error. */
 	put_file(root, "sys/devices/system/cpu/online", "0-15\n");
 	put_file(root, "gpus/bus1/information", "Device Minor: 3\n");
-	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, buf, sizeof(buf), err, sizeof(err)),
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, NULL, 50, buf, sizeof(buf), err, sizeof(err)),
 			 ST_EINVAL);
 	ck_assert_msg(strstr(err, "device minors are not 0, 1"), "%s", err);
 	snprintf(cmd, sizeof(cmd), "%s/none", root);
-	ck_assert_int_eq(evalrun_timing_cpus_auto(cmd, sys, buf, sizeof(buf), err, sizeof(err)), 0);
+	ck_assert_int_eq(evalrun_timing_cpus_auto(cmd, sys, NULL, 50, buf, sizeof(buf), err, sizeof(err)), 0);
 	ck_assert_str_eq(buf, "");
 	/* Unreadable online list: an error, not a guess. */
 	snprintf(cmd, sizeof(cmd), "%s/nosys", root);
-	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, cmd, buf, sizeof(buf), err, sizeof(err)),
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, cmd, NULL, 50, buf, sizeof(buf), err, sizeof(err)),
 			 ST_EIO);
-	/* Any other value of the variable is left as it is. */
+	/* Lists named by hand and "off" are left as they are; unset is
+	 * resolved to lists or "off" (this machine's GPUs decide which),
+	 * never left unset for a child to work out again. */
 	ck_assert_int_eq(setenv("STARK_TIMING_CPUS", "7;15", 1), 0);
 	evalrun_timing_cpus_resolve();
 	ck_assert_str_eq(getenv("STARK_TIMING_CPUS"), "7;15");
+	ck_assert_str_eq(evalrun_timing_cpus_why(), "");
+	ck_assert_int_eq(setenv("STARK_TIMING_CPUS", "off", 1), 0);
+	evalrun_timing_cpus_resolve();
+	ck_assert_str_eq(getenv("STARK_TIMING_CPUS"), "off");
+	ck_assert_str_eq(evalrun_timing_cpus_why(), "STARK_TIMING_CPUS=off");
+	unsetenv("STARK_TIMING_CPUS");
+	evalrun_timing_cpus_resolve();
+	ck_assert_ptr_nonnull(getenv("STARK_TIMING_CPUS"));
+	if (access("/proc/driver/nvidia/gpus", F_OK) != 0) {
+		ck_assert_str_eq(getenv("STARK_TIMING_CPUS"), "off");
+		ck_assert_str_eq(evalrun_timing_cpus_why(), "no GPU on this machine");
+	}
 	unsetenv("STARK_TIMING_CPUS");
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	ck_assert_int_eq(system(cmd), 0);
