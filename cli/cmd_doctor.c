@@ -152,6 +152,8 @@ static void lock_checks(json_t *out, const char *device, int gpu)
 		for (int k = 0; k < gpu && p; k++)
 			if ((p = strchr(p, ';')))
 				p++;
+		if (p && !strcspn(p, ";"))
+			p = NULL; /* an empty list: none for this GPU */
 		snprintf(detail, sizeof(detail), "GPU %d: %.*s (STARK_TIMING_CPUS=%s)", gpu,
 			 p ? (int)strcspn(p, ";") : 4, p ? p : "none", spec);
 	}

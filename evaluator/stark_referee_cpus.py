@@ -10,7 +10,7 @@ making their inputs on the CPU, an honest 48 us Triton kernel's exchanges
 ran 100-380 us beyond the reference's, and 7 of 23 timings were charged.
 
 STARK_TIMING_CPUS="LIST;LIST;..." keeps CPUs for timing phases: list k
-(a cpulist, "7,23" or "6-7") is GPU k's, k its device minor (nvidia-smi's
+(a cpulist, "7,23" or "6-7"; empty: none) is GPU k's, k its device minor (nvidia-smi's
 order) where the jail shows one GPU, else the device's index; an
 evaluation on the CPU uses list 0.  Every evaluation keeps its referee
 and workers off every listed CPU (set when the referee starts, inherited
@@ -80,10 +80,12 @@ def plan(spec, number, allowed):
     if not spec or not spec.strip() or spec.strip() == "off":
         return None, None, ""
     try:
-        lists = [parse_cpulist(x) for x in spec.split(";")]
+        # An empty list keeps no CPUs for that GPU (auto leaves the GPUs
+        # CUDA_VISIBLE_DEVICES hides from stark so).
+        lists = [parse_cpulist(x) if x.strip() else frozenset() for x in spec.split(";")]
     except ValueError as e:
         return None, None, "STARK_TIMING_CPUS=%r: %s" % (spec[:80], e)
-    if number >= len(lists):
+    if number >= len(lists) or not lists[number]:
         return None, None, "STARK_TIMING_CPUS names %d list(s), none for GPU %d" % (
             len(lists), number)
     mine = lists[number] & allowed

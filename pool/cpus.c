@@ -165,9 +165,36 @@ static int find_gpus(const char *gpus_dir, struct auto_state *st)
 	return maxminor + 1 == ngpu ? ngpu : -1;
 }
 
-int evalrun_timing_cpus_auto(const char *gpus_dir, const char *sys_root, const char *allowed,
-			     int max_pct, char *buf, size_t len, char *err, size_t errlen)
+/* Which GPUs (by minor) get CPUs.  Where the process may run on every
+ * online CPU, all of them, so that every stark process on the machine
+ * keeps the same lists and stays off all of them.  Where its CPUs are
+ * restricted (a scheduler's cpuset: a Slurm job's), they are taken to be
+ * its alone, and only the GPUs $CUDA_VISIBLE_DEVICES shows it (all where
+ * that names none by index) get CPUs from them. */
+static void served(const char *gpus_dir, const char *visible, bool restricted, int ngpu,
+		   bool *serve)
 {
+	bool any = false;
+
+	memset(serve, 0, sizeof(bool) * AUTO_GPUS_MAX);
+	for (int idx = 0; restricted && visible && *visible && idx < AUTO_GPUS_MAX; idx++) {
+		int m = evalrun_gpu_minor(gpus_dir, visible, idx);
+
+		if (m < 0)
+			break;
+		if (m < ngpu)
+			serve[m] = any = true;
+	}
+	if (!any)
+		for (int m = 0; m < ngpu; m++)
+			serve[m] = true;
+}
+
+int evalrun_timing_cpus_auto(const char *gpus_dir, const char *sys_root, const char *allowed,
+			     const char *visible, int max_pct, char *buf, size_t len, char *err,
+			     size_t errlen)
+{
+	bool serve[AUTO_GPUS_MAX], restricted = false;
 	struct auto_state *st = calloc(1, sizeof(*st));
 	struct cpuset mask;
 	char path[PATH_MAX];
@@ -183,12 +210,15 @@ int evalrun_timing_cpus_auto(const char *gpus_dir, const char *sys_root, const c
 		goto out;
 	}
 	if (allowed) {
+		int before = count(&st->online);
+
 		if (!parse_list(allowed, &mask)) {
 			rc = stark_errbuf(err, errlen, ST_EINVAL, "%.64s is not a CPU list", allowed);
 			goto out;
 		}
 		for (int c = 0; c < CPUS_MAX; c++)
 			st->online.on[c] &= mask.on[c];
+		restricted = count(&st->online) < before;
 	}
 	if ((ngpu = find_gpus(gpus_dir, st)) < 0) {
 		rc = stark_errbuf(err, errlen, ST_EINVAL,
@@ -196,13 +226,20 @@ int evalrun_timing_cpus_auto(const char *gpus_dir, const char *sys_root, const c
 				  "by hand");
 		goto out;
 	}
+	served(gpus_dir, visible, restricted, ngpu, serve);
 	for (int m = 0; m < ngpu; m++) {
+		if (!serve[m])
+			continue; /* not this process's: an empty list */
 		snprintf(path, sizeof(path), "%s/bus/pci/devices/%s/local_cpulist", sys_root,
 			 st->bus[m]);
 		if (!read_list(path, &st->local))
 			st->local = st->online;
 		for (int c = 0; c < CPUS_MAX; c++)
 			st->local.on[c] &= st->online.on[c];
+		/* None of its own CPUs is ours (a cpuset on the other socket):
+		 * the nearest we have are any of ours. */
+		if (!count(&st->local))
+			st->local = st->online;
 		take_cores(sys_root, &st->local, &st->used, &st->lists[m], EVALRUN_TIMING_CORES);
 		if (!count(&st->lists[m])) {
 			rc = stark_errbuf(err, errlen, ST_EINVAL,
@@ -270,7 +307,8 @@ void evalrun_timing_cpus_resolve(void)
 	 * its CPUs.  Asked for by name, up to half, with a warning where
 	 * even that cannot be done. */
 	if (evalrun_timing_cpus_auto(EVALRUN_GPUS_DIR, "/sys", own_cpus(mine, sizeof(mine)) ? mine : NULL,
-				     asked ? 50 : 25, buf, sizeof(buf), err, sizeof(err))) {
+				     getenv("CUDA_VISIBLE_DEVICES"), asked ? 50 : 25, buf, sizeof(buf),
+				     err, sizeof(err))) {
 		if (asked)
 			stark_warn("STARK_TIMING_CPUS=auto: %s; no CPUs are kept for timings", err);
 		snprintf(resolve_why, sizeof(resolve_why), "%s", err);

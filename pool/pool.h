@@ -514,14 +514,19 @@ ST_WUR int evalrun_gpu_lock_path(const char *device, char *buf, size_t len, char
  * that no other GPU took, written into buf as the variable's lists
  * ("62-63;60-61"; evaluator/stark_referee_cpus.py).  allowed (a cpulist,
  * the process's own CPUs; NULL: every online CPU) bounds what is taken
- * and counted.  buf is "" where there is no GPU.  Refused (ST_EINVAL, the
- * reason in err) where the minors are not 0..N-1 or the lists would take
- * more than max_pct percent of the CPUs counted; ST_EIO where the online
- * CPUs cannot be read.
+ * and counted; a GPU none of whose local CPUs is allowed takes from the
+ * allowed ones.  Where allowed leaves out some online CPUs (a cpuset),
+ * visible ($CUDA_VISIBLE_DEVICES; NULL or "": every GPU) names the GPUs
+ * served and the others' lists are empty (";;58-59"); else every GPU is
+ * served, so that every process on the machine keeps the same lists.
+ * buf is "" where there is no GPU.  Refused (ST_EINVAL, the reason in err)
+ * where the minors are not 0..N-1 or the lists would take more than
+ * max_pct percent of the CPUs counted; ST_EIO where the online CPUs cannot
+ * be read.
  */
 ST_WUR int evalrun_timing_cpus_auto(const char *gpus_dir, const char *sys_root,
-				    const char *allowed, int max_pct, char *buf, size_t len,
-				    char *err, size_t errlen);
+				    const char *allowed, const char *visible, int max_pct,
+				    char *buf, size_t len, char *err, size_t errlen);
 
 /* Resolves STARK_TIMING_CPUS once, in our environment (what the evaluators
  * and any stark process started from here inherit): unset, CPUs are kept

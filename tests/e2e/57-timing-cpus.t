@@ -37,6 +37,8 @@ checks = [
     plan("6-7;4-5", 1, a)[:2] == ({4, 5}, {0, 1, 2, 3}),
     plan("", 0, a) == (None, None, ""),
     "none for GPU 2" in plan("6;7", 2, a)[2],
+    plan(";6-7", 1, a)[:2] == ({6, 7}, {0, 1, 2, 3, 4, 5}),
+    "none for GPU 0" in plan(";6-7", 0, a)[2],
     "not a CPU" in plan("6,x", 0, a)[2],
     "ends before" in plan("7-6", 0, a)[2],
     "every CPU" in plan("0-7", 0, a)[2],

@@ -293,55 +293,77 @@ START_TEST(timing_cpus_auto)
 	snprintf(gpus, sizeof(gpus), "%s/gpus", root);
 	snprintf(sys, sizeof(sys), "%s/sys", root);
 	machine(root, 2, "0-15\n");
-	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, NULL, 50, buf, sizeof(buf), err, sizeof(err)), 0);
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, NULL, NULL, 50, buf, sizeof(buf), err, sizeof(err)), 0);
 	/* Each GPU its two highest cores near it, both siblings of each. */
 	ck_assert_str_eq(buf, "2-3,10-11;6-7,14-15");
 	/* Within the CPUs the process may use, counted against them: 8 of
 	 * 12 passes at most 75%, not at most 50%. */
-	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, "0-5,8-13", 75, buf, sizeof(buf), err,
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, "0-5,8-13", NULL, 75, buf, sizeof(buf), err,
 						  sizeof(err)),
 			 0);
 	ck_assert_str_eq(buf, "2-3,10-11;4-5,12-13");
-	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, "0-5,8-13", 50, buf, sizeof(buf), err,
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, "0-5,8-13", NULL, 50, buf, sizeof(buf), err,
 						  sizeof(err)),
 			 ST_EINVAL);
 	ck_assert_msg(strstr(err, "keep 8 of the 12 CPUs stark may use"), "%s", err);
 	/* The default's quarter: 8 of 16 is too many. */
-	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, NULL, 25, buf, sizeof(buf), err,
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, NULL, NULL, 25, buf, sizeof(buf), err,
 						  sizeof(err)),
 			 ST_EINVAL);
 	ck_assert_msg(strstr(err, "more than 25%"), "%s", err);
-	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, "0-3,5", 75, buf, sizeof(buf), err,
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, "0-3,5", NULL, 75, buf, sizeof(buf), err,
 						  sizeof(err)),
 			 0);
 	ck_assert_str_eq(buf, "2-3;5");
-	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, "0-x", 50, buf, sizeof(buf), err,
+	/* A Slurm job's share: GPU 1 alone visible, the CPUs of GPU 0's
+	 * socket alone allowed (a cpuset: its own).  GPU 1 takes the nearest
+	 * it has; GPU 0, not this process's, keeps none. */
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, "0-3,8-11", "1", 50, buf, sizeof(buf),
+						  err, sizeof(err)),
+			 0);
+	ck_assert_str_eq(buf, ";2-3,10-11");
+	/* Every CPU allowed: every GPU's lists, whatever it sees, so that
+	 * processes given different GPUs agree (here 8 of 16, refused at a
+	 * quarter). */
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, NULL, "1", 50, buf, sizeof(buf), err,
+						  sizeof(err)),
+			 0);
+	ck_assert_str_eq(buf, "2-3,10-11;6-7,14-15");
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, "0-15", "1", 25, buf, sizeof(buf), err,
+						  sizeof(err)),
+			 ST_EINVAL);
+	/* UUIDs are not followed: every GPU is served. */
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, NULL, "GPU-8c2e", 50, buf, sizeof(buf),
+						  err, sizeof(err)),
+			 0);
+	ck_assert_str_eq(buf, "2-3,10-11;6-7,14-15");
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, "0-x", NULL, 50, buf, sizeof(buf), err,
 						  sizeof(err)),
 			 ST_EINVAL);
 	/* A GPU whose local list is missing takes from every online CPU,
 	 * never another GPU's. */
 	snprintf(cmd, sizeof(cmd), "rm %s/bus/pci/devices/bus1/local_cpulist", sys);
 	ck_assert_int_eq(system(cmd), 0);
-	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, NULL, 50, buf, sizeof(buf), err, sizeof(err)), 0);
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, NULL, NULL, 50, buf, sizeof(buf), err, sizeof(err)), 0);
 	ck_assert_str_eq(buf, "2-3,10-11;6-7,14-15");
 	/* More than half the CPUs: refused, saying so. */
 	put_file(root, "sys/devices/system/cpu/online", "0-1,8-9,4-5,12-13\n");
-	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, NULL, 50, buf, sizeof(buf), err, sizeof(err)),
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, NULL, NULL, 50, buf, sizeof(buf), err, sizeof(err)),
 			 ST_EINVAL);
 	ck_assert_msg(strstr(err, "would keep 8 of the 8 CPUs"), "%s", err);
 	ck_assert_str_eq(buf, "");
 	/* Minors with a gap: refused.  No GPU folder: nothing, no error. */
 	put_file(root, "sys/devices/system/cpu/online", "0-15\n");
 	put_file(root, "gpus/bus1/information", "Device Minor: 3\n");
-	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, NULL, 50, buf, sizeof(buf), err, sizeof(err)),
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, sys, NULL, NULL, 50, buf, sizeof(buf), err, sizeof(err)),
 			 ST_EINVAL);
 	ck_assert_msg(strstr(err, "device minors are not 0, 1"), "%s", err);
 	snprintf(cmd, sizeof(cmd), "%s/none", root);
-	ck_assert_int_eq(evalrun_timing_cpus_auto(cmd, sys, NULL, 50, buf, sizeof(buf), err, sizeof(err)), 0);
+	ck_assert_int_eq(evalrun_timing_cpus_auto(cmd, sys, NULL, NULL, 50, buf, sizeof(buf), err, sizeof(err)), 0);
 	ck_assert_str_eq(buf, "");
 	/* Unreadable online list: an error, not a guess. */
 	snprintf(cmd, sizeof(cmd), "%s/nosys", root);
-	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, cmd, NULL, 50, buf, sizeof(buf), err, sizeof(err)),
+	ck_assert_int_eq(evalrun_timing_cpus_auto(gpus, cmd, NULL, NULL, 50, buf, sizeof(buf), err, sizeof(err)),
 			 ST_EIO);
 	/* Lists named by hand and "off" are left as they are; unset is
 	 * resolved to lists or "off" (this machine's GPUs decide which),
