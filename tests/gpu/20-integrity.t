@@ -16,12 +16,7 @@
 # "GPU machines").  STARK_GPU_QUICK=1 adds --no-timing (the timing bounds
 # are then not checked).
 cd "$(dirname "$0")/../.." || exit 1
-BUILD=${STARK_BUILD:-build}
-PY=$(scripts/find-python) || { echo "1..0 # skip no python with torch"; exit 0; }
-if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
-	echo "1..0 # skip no usable CUDA device (torch.cuda.is_available() is false)"
-	exit 0
-fi
+. tests/gpu/preamble.sh
 extra=()
 [ -n "${STARK_GPU_QUICK:-}" ] && extra=(--no-timing)
 exec "$PY" tests/lib/check_expect.py "$BUILD/stark" tests/integrity/EXPECT tests/gpu/integrity/EXPECT \

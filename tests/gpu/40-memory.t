@@ -13,12 +13,7 @@
 # 2% three times; --l2-flush off times warm weights faster than flushed.
 # About 5 minutes on an H100.  Skips where no CUDA device is usable.
 cd "$(dirname "$0")/../.." || exit 1
-BUILD=${STARK_BUILD:-build}
-PY=$(scripts/find-python) || { echo "1..0 # skip no python with torch"; exit 0; }
-if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
-	echo "1..0 # skip no usable CUDA device (torch.cuda.is_available() is false)"
-	exit 0
-fi
+. tests/gpu/preamble.sh
 TMP=$(mktemp -d) || exit 1
 trap 'rm -rf "$TMP"' EXIT
 M=tests/gpu/memory

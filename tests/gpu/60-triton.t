@@ -10,13 +10,8 @@
 # the checkout.  About a minute.  Prints TAP.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
-BUILD=${STARK_BUILD:-build}
+. tests/gpu/preamble.sh
 STARK=$BUILD/stark
-PY=$(scripts/find-python) || { echo "1..0 # skip no python with torch"; exit 0; }
-if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
-	echo "1..0 # skip no usable CUDA device"
-	exit 0
-fi
 if ! "$PY" -c 'import triton' >/dev/null 2>&1; then
 	echo "1..0 # skip triton is not importable here"
 	exit 0

@@ -7,12 +7,7 @@
 # planted for other evaluations), through `stark eval --device cuda`
 # jailed.  Skips without a GPU or triton.  About two minutes.
 cd "$(dirname "$0")/../.." || exit 1
-BUILD=${STARK_BUILD:-build}
-PY=$(scripts/find-python) || { echo "1..0 # skip no python with torch"; exit 0; }
-if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
-	echo "1..0 # skip no usable CUDA device"
-	exit 0
-fi
+. tests/gpu/preamble.sh
 if ! "$PY" -c 'import triton' >/dev/null 2>&1; then
 	echo "1..0 # skip triton is not importable here"
 	exit 0

@@ -19,14 +19,9 @@
 # H100 (each evaluation compiles the reference again).  Prints TAP.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
+. tests/gpu/preamble.sh
 ROOT=$PWD
-BUILD=${STARK_BUILD:-build}
 STARK=$ROOT/$BUILD/stark
-PY=$(scripts/find-python) || { echo "1..0 # skip no python with torch"; exit 0; }
-if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
-	echo "1..0 # skip no usable CUDA device"
-	exit 0
-fi
 if ! "$PY" -c 'import sys, torch, triton; sys.exit(0 if callable(getattr(torch, "compile", None)) else 1)' >/dev/null 2>&1; then
 	echo "1..0 # skip torch.compile or triton is not importable here"
 	exit 0
