@@ -98,6 +98,11 @@ ALLOC_FACTOR_EST = 1.25
 ALLOC_SLACK = 64 * MIB
 # The window of the comparison on the reference's device (stark_wire).
 CHUNK_BYTES = 256 * MIB
+# The comparison's temporaries on a GPU (stark_tensors.COMPARE_TEMP_BYTES:
+# a step of 16M elements, 25 bytes an element at most), and per byte of
+# output where the outputs are smaller than a step (2-byte elements).
+COMPARE_TEMP_BYTES = 400 * MIB
+COMPARE_TEMP_PER_BYTE = 13
 # Inputs and outputs up to this size are copied for the integrity checks
 # (stark_worker.COPY_CHECK_BYTES), beyond it summed.
 COPY_CHECK_BYTES = 1 * GIB
@@ -168,8 +173,9 @@ def budget(total):
 #             inputs (stark_worker_memory.repeat_check), beside the first
 #             outputs: call + f; by digest only (the first outputs summed
 #             and let go first) no more than a call
-#   compare   the reference holding its outputs and a window's piece of
-#             the candidate's (CHUNK_BYTES); the candidate its outputs
+#   compare   the reference holding its outputs, a window's piece of
+#             the candidate's (CHUNK_BYTES) and the comparison's
+#             temporaries (COMPARE_TEMP_BYTES); the candidate its outputs
 #   centre    the precision probe's inputs: centred in the buffers, piece
 #             by piece (stark_rules.centre_), so a gen and VARY_BYTES
 #   float64   the reference's float64 runs (the precision statistics of the
@@ -256,7 +262,8 @@ def phase_bytes(ref, cand=None, places=1, shape=None, f64=True, repeat=True, gen
     out["call"] = (call(r), call(c))
     out["repeat"] = (call(r) + (r[3] if repeat else 0), call(c))
     i, o, w, f, ci, co = r
-    cmp_ref = w + i + ci + o + co + CHUNK_BYTES
+    cmp_ref = w + i + ci + o + co + CHUNK_BYTES + min(COMPARE_TEMP_BYTES,
+                                                      COMPARE_TEMP_PER_BYTE * o)
     out["compare"] = (cmp_ref, call(c))
     out["centre"] = (gen(r), gen(c))
     if f64 and f64_fits(ref):

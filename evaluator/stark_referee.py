@@ -545,9 +545,14 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
         if self.host_hwm:
             r["env"]["host_mem_mib"] = self.host_text()
         if self.chunks > 1:
-            r["env"]["output_window"] = "%d chunks of up to %d MiB" % (
-                self.chunks, self.window_cap >> 20) if self.window_cap >= (1 << 20) else \
-                "%d chunks of up to %d bytes" % (self.chunks, self.window_cap)
+            # Streamed: chunks of half the window, in its two slots in turn
+            # (stark_referee_data.stream_compare).
+            half = self.window_cap // 2 // W.WINDOW_ALIGN * W.WINDOW_ALIGN
+            r["env"]["output_window"] = ("%d chunks of up to %d MiB" % (self.chunks, half >> 20)
+                                         if half >= (1 << 20) else
+                                         "%d chunks of up to %d bytes" % (self.chunks, half)) + \
+                (" in two slots, written and compared at once" if self.cuda else
+                 " in two slots")
         if self.compared:
             r["max_abs_err"] = self.max_abs
             r["max_rel_err"] = self.max_rel

@@ -246,9 +246,19 @@ class DataPath:
             # until the candidate writes.
             os.ftruncate(self.window_fd, win)
             self.window_size = win
+        # Outputs larger than the window: two slots of half its size, the
+        # candidate writing the next chunk into one while the reference
+        # compares the last in the other (stream_compare).
+        slot = None
+        half = self.window_cap // 2 // W.WINDOW_ALIGN * W.WINDOW_ALIGN
+        if size > self.window_cap and half >= W.WINDOW_ALIGN:
+            slot = half
+        fetch = {"window": self.window_cap}
+        if slot:
+            fetch["slot"] = slot
 
         def head():
-            c.chan.send_json(W.FETCH, {"window": self.window_cap}, self.deadline)
+            c.chan.send_json(W.FETCH, fetch, self.deadline)
             hdr = self.expect(c, W.OUT_HEADER, what, W.HEADER_MAX)
             k = hdr.get("kind")
             if k == "bad":
@@ -270,6 +280,8 @@ class DataPath:
             raise
         t = self.spend("fetch", t)
         self.check_facts(cand_facts, ref_facts, what)
+        if slot:
+            win = slot
         self.written(0, win, size, what)
         t = self.spend("write", t)
         if not ref_meta[1]:
@@ -288,7 +300,7 @@ class DataPath:
             ok = isinstance(digest, list) and all(type(d) is int and abs(d) < (1 << 63)
                                                   for d in digest)
             hdr["digest"] = digest if ok else []
-        reply = self.stream_compare(hdr, win, size, what, t)
+        reply = self.stream_compare(hdr, win, size, what, t, bool(slot))
         if isinstance(reply.get("window"), str):
             self.res["env"]["window"] = reply["window"][:200]
         if digest is not None and reply.get("digest_ok") is not True:
@@ -311,32 +323,65 @@ class DataPath:
                                   % (info.get("bytes"), want))
         self.talk(c, what, go)
 
-    def stream_compare(self, hdr, win, size, what, t):
+    def stream_compare(self, hdr, win, size, what, t, slots=False):
         """The reference worker compares the chunk in the window (the
-        candidate stopped); while it asks for the next chunk, the candidate
-        writes it (PUT).  Returns the reference's last reply (its
-        results)."""
+        candidate stopped); then the candidate writes the next (PUT).
+        With `slots` (outputs larger than the window: fetch_compare),
+        chunks of `win` bytes go in turn to the window's offsets 0 and win,
+        the candidate writing the next into one while the reference
+        compares the last in the other.  On a GPU the two run at once (the
+        copies from and to the device overlap): the reference judges its
+        own copy of the chunk against the digests the candidate's call
+        reply gave, so a running candidate cannot change what it judges.
+        On the CPU, where the window is judged without digests, the
+        candidate writes first and is stopped while the reference
+        compares.  Returns the reference's last reply (its results)."""
         c, r = self.cand, self.ref
-        off, msg, chunks = 0, dict(hdr), 0
+        off, msg, chunks, at = 0, dict(hdr), 0, 0
+        overlap = slots and self.cuda
         while True:
-            msg["off"], msg["len"] = off, min(win, size - off)
-            with Stopped(c):
-                self.talk(r, what, r.chan.send_json, W.COMPARE, msg, self.deadline)
-                reply = self.talk(r, what, self.expect_ok, r,
-                                  "the comparison of outputs (%s)" % what)
+            n = min(win, size - off)
+            msg["off"], msg["len"] = off, n
+            ahead = slots and off + n < size
+            if slots:
+                msg["at"] = at
+            if ahead:
+                self.talk(c, what, c.chan.send_json, W.PUT,
+                          {"off": off + n, "at": win - at}, self.deadline)
+                if not overlap:
+                    self.written(off + n, win, size, what)
+                    t = self.spend("write", t)
+            try:
+                with contextlib.nullcontext() if overlap else Stopped(c):
+                    self.talk(r, what, r.chan.send_json, W.COMPARE, msg, self.deadline)
+                    reply = self.talk(r, what, self.expect_ok, r,
+                                      "the comparison of outputs (%s)" % what)
+            except BaseException:
+                if ahead and overlap:
+                    # The candidate's account of the chunk it was writing
+                    # is read, so that its channel stays in step.
+                    with contextlib.suppress(Exception):
+                        self.written(off + n, win, size, what)
+                raise
             t = self.spend("compare", t)
+            if ahead and overlap:
+                self.written(off + n, win, size, what)
+                t = self.spend("write", t)
             chunks += 1
             nxt = reply.get("next")
             if nxt is None:
                 break
-            if type(nxt) is not int or nxt != off + msg["len"] or nxt >= size:
+            if type(nxt) is not int or nxt != off + n or nxt >= size:
                 raise Verdict("error", "the reference worker asked for chunk %.40r of the "
                               "outputs after [%d, %d) of %d bytes (%s)"
-                              % (nxt, off, off + msg["len"], size, what))
+                              % (nxt, off, off + n, size, what))
             off, msg = nxt, {}
-            self.talk(c, what, c.chan.send_json, W.PUT, {"off": off}, self.deadline)
-            self.written(off, win, size, what)
-            t = self.spend("write", t)
+            if slots:
+                at = win - at
+            else:
+                self.talk(c, what, c.chan.send_json, W.PUT, {"off": off}, self.deadline)
+                self.written(off, win, size, what)
+                t = self.spend("write", t)
         self.chunks = max(self.chunks, chunks)
         return reply
 

@@ -260,12 +260,22 @@ class Timing:
         if not self.take_lock():
             self.res["env"]["timing_stop"] = "gpu_lock"
             return
+        spent0 = dict(self.spent)
+        t0 = time.monotonic()
         try:
             self.cpus_move(True)
             self.timing_phase()
         finally:
             self.cpus_move(False)
             self.release_lock()
+            # Where the phase's time went (env timing_pair_ms): its pairs'
+            # parts, and the rest (no-op round trips, the GPU's state, the
+            # placement scan, moving the workers).
+            parts = {k: v - spent0.get(k, 0.0) for k, v in self.spent.items()}
+            rest = time.monotonic() - t0 - sum(parts.values())
+            self.res["env"]["timing_pair_ms"] = " ".join(
+                "%s %.0f" % (k, v * 1e3) for k, v in list(parts.items()) +
+                [("other", rest)] if v > 0)[:200]
 
     def scan_placements(self, nplace):
         """Each worker, the other stopped, times forward on each of its

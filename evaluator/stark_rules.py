@@ -235,7 +235,7 @@ def _centre_into(dst, src, m):
     by piece (dst may be src: in place)."""
     a, b = dst.view(-1), src.detach().reshape(-1)
     for off in range(0, b.numel(), CENTRE_CHUNK):
-        c = b[off:off + CENTRE_CHUNK].to(torch.float64).sub_(m)
+        c = b[off:off + CENTRE_CHUNK].to(torch.float64, copy=True).sub_(m)
         a[off:off + CENTRE_CHUNK].copy_(c)
 
 

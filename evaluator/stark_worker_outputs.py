@@ -68,10 +68,11 @@ def _magnitude(t):
     by piece, so a large output needs no copy of itself."""
     if not t.is_floating_point() or t.numel() == 0:
         return 0.0
-    flat, total = t.detach().reshape(-1), 0.0
+    flat = t.detach().reshape(-1)
+    total = torch.zeros((), dtype=torch.float64, device=flat.device)
     for off in range(0, flat.numel(), T.COMPARE_CHUNK):
-        total += float(flat[off:off + T.COMPARE_CHUNK].abs().sum(dtype=torch.float64))
-    m = total / flat.numel()
+        total += flat[off:off + T.COMPARE_CHUNK].abs().sum(dtype=torch.float64)
+    m = float(total) / flat.numel()     # one reading of the device
     return m if m == m and m not in (float("inf"), float("-inf")) else 0.0
 
 
@@ -148,6 +149,11 @@ class Outputs:
         self.chan.send_json(W.OUT_HEADER, header)
         self.outputs = None
         cap = args.get("window")
+        # "slot": chunks of this size in turn at offsets 0 and slot (the
+        # reference compares one while this worker writes the other).
+        slot = args.get("slot")
+        if type(slot) is int and type(cap) is int and W.WINDOW_ALIGN <= slot <= cap // 2:
+            cap = slot
         specs = [(t.dtype, tuple(t.shape), t.numel() * t.element_size()) for t in tensors]
         offs, total = W.window_layout(specs)
         if self.window is None or type(cap) is not int or cap < W.WINDOW_ALIGN:
@@ -165,23 +171,24 @@ class Outputs:
 
     def cmd_put(self, args):
         """Candidate only: the chunk of its outputs' bytes from args["off"]
-        written into the output window; replies how many bytes."""
+        written into the output window at args["at"] (0, or the chunk's
+        size: the second slot); replies how many bytes."""
         snd = self.sending
-        off = args.get("off")
+        off, at = args.get("off"), args.get("at", 0)
         if (snd is None or type(off) is not int or off < 0 or off >= snd["total"] or
-                off % W.WINDOW_ALIGN):
+                off % W.WINDOW_ALIGN or at not in (0, snd["cap"])):
             self.chan.send_json(W.OUT_WRITTEN, {"bytes": 0})
             return
-        self.chan.send_json(W.OUT_WRITTEN, {"bytes": self._write_chunk(off)})
+        self.chan.send_json(W.OUT_WRITTEN, {"bytes": self._write_chunk(off, at)})
 
-    def _write_chunk(self, start):
-        """The stream's bytes [start, start + capacity) into the window;
-        returns how many were written."""
+    def _write_chunk(self, start, at=0):
+        """The stream's bytes [start, start + capacity) into the window at
+        offset `at`; returns how many were written."""
         snd = self.sending
         n = min(snd["total"] - start, snd["cap"])
         if n <= 0:
             return 0
-        dst = self.window.tensors([(torch.uint8, (n,), n)], [0], n)[0]
+        dst = self.window.tensors([(torch.uint8, (n,), n)], [at], at + n)[0]
         for i, lo, hi in W.chunk_parts(snd["specs"], snd["offs"], start, start + n):
             at = snd["offs"][i] + lo - start
             dst[at:at + hi - lo].copy_(snd["flat"][i][lo:hi])
@@ -204,20 +211,24 @@ class Outputs:
         st = self.cmp
         if st is None:
             raise ValueError("a chunk to compare, but no comparison begun")
-        off, n = header.get("off", 0), header.get("len")
+        off, n, at = header.get("off", 0), header.get("len"), header.get("at", 0)
         if (type(off) is not int or type(n) is not int or off != st["next"] or n < 0 or
                 n != min(st["total"] - off, n) or (n == 0 and st["total"] > off)):
             raise ValueError("chunk [%r, +%r) out of order (expected offset %d of %d)"
                              % (off, n, st["next"], st["total"]))
+        if type(at) is not int or at < 0 or at % W.WINDOW_ALIGN:
+            raise ValueError("chunk at window offset %r" % (at,))
         if n:
-            src = self.window.tensors([(torch.uint8, (n,), n)], [0], n)[0]
+            # One copy of the chunk (onto the device, straight from the
+            # registered window), which the digest and the comparison both
+            # read: the candidate, which may be running (writing the next
+            # chunk into the other slot), cannot show them different bytes.
+            src = self.window.tensors([(torch.uint8, (n,), n)], [at], at + n)[0]
             for i, lo, hi in W.chunk_parts(st["specs"], st["offs"], off, off + n):
                 at = st["offs"][i] + lo - off
                 piece = src[at:at + hi - lo]
-                # On a GPU, one copy, straight from the (registered) window;
-                # on the CPU the window is compared in place.
                 want = st["want"][i]
-                g = piece.to(want.device) if piece.device != want.device else piece
+                g = piece.to(want.device) if piece.device != want.device else piece.clone()
                 self._compare_piece(i, g, lo, hi)
                 del g, piece
             del src

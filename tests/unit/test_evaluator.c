@@ -356,6 +356,40 @@ START_TEST(compare_rules)
 		    "torch.tensor([1.005]).half(), 1e-2, 1e-2)['nbad']",
 		    "0");
 	expect_eval(NULL, "stark_referee_compare._unravel(17, [4, 5])", "[3, 2]");
+	/* The memory plan counts the comparison's temporaries: 1 GiB of
+	 * outputs against 1 MiB is twice (kept and copied) 1023 MiB more, and
+	 * 400 MiB of temporaries (the cap) against 13 MiB (13 per byte). */
+	expect_eval(NULL,
+		    "(stark_tensors.COMPARE_TEMP_BYTES == stark_memory.COMPARE_TEMP_BYTES, "
+		    "stark_memory.phase_bytes({'in': 0, 'out': 1 << 30, 'weights': 0, 'fwd': 0})"
+		    "['compare'][0] - stark_memory.phase_bytes({'in': 0, 'out': 1 << 20, 'weights': 0, "
+		    "'fwd': 0})['compare'][0] == 2 * 1023 * 2**20 + (400 - 13) * 2**20)",
+		    "(True, True)");
+	/* float64 outputs: the reference's are left as they were, and the
+	 * figures are of the difference (not of its square). */
+	expect_eval(NULL,
+		    "(lambda w: (lambda r: (r['max_abs'], r['absmax_want'], w.tolist()))("
+		    "stark_tensors.compare_tensor(w + 0.5, w, 1e-4, 1e-4)))("
+		    "torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64))",
+		    "(0.5, 3.0, [1.0, 2.0, 3.0])");
+	/* Pieces that pass in one reading and pieces judged element by
+	 * element give the figures of one pass over the whole. */
+	expect_eval(NULL,
+		    "(lambda T, g, w: (lambda a, b: [(k, a[k] == b[k] if type(a[k]) is not float else "
+		    "abs(a[k] - b[k]) <= 1e-12 * max(abs(b[k]), 1.0)) for k in sorted(b) if "
+		    "k in a and not (a[k] == b[k] or abs(a[k] - b[k]) <= 1e-12 * max(abs(b[k]), 1.0))])("
+		    "[setattr(T, 'COMPARE_CHUNK', 4), T.compare_tensor(g, w, 1e-4, 1e-4), "
+		    "setattr(T, 'COMPARE_CHUNK', 1 << 22)][1], T.compare_tensor(g, w, 1e-4, 1e-4)))("
+		    "stark_tensors, torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.5, 7.0, 8.0, float('inf'), 1.0]), "
+		    "torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, float('inf'), 1.0]))",
+		    "[]");
+	expect_eval(NULL,
+		    "(lambda r: (r['nbad'], r['first'], r['max_abs'], r['n_fin']))("
+		    "[setattr(stark_tensors, 'COMPARE_CHUNK', 4), stark_tensors.compare_tensor("
+		    "torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.5, 7.0, 8.0, 9.0]), "
+		    "torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]), 1e-4, 1e-4), "
+		    "setattr(stark_tensors, 'COMPARE_CHUNK', 1 << 22)][1])",
+		    "(1, 5, 0.5, 9)");
 }
 END_TEST
 
@@ -624,6 +658,11 @@ START_TEST(precision_rules)
 		    " r[0][2] is xs[2], r[0][3], float(r[0][4]) == 0.0))(stark_rules.centre_inputs(xs)))"
 		    "([torch.rand(100), torch.randn(100), torch.arange(5), 3, torch.tensor(0.5)])",
 		    "(1, True, True, True, 3, False)");
+	/* float64 inputs are centred into new tensors, the old left alone */
+	expect_eval(NULL,
+		    "(lambda x: (lambda r: (r[1], r[0][0].tolist(), x.tolist()))("
+		    "stark_rules.centre_inputs([x])))(torch.tensor([1.0, 3.0], dtype=torch.float64))",
+		    "(1, [-1.0, 1.0], [1.0, 3.0])");
 }
 END_TEST
 
