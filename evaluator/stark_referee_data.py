@@ -246,13 +246,11 @@ class DataPath:
             # until the candidate writes.
             os.ftruncate(self.window_fd, win)
             self.window_size = win
-        # Outputs larger than the window: two slots of half its size, the
-        # candidate writing the next chunk into one while the reference
-        # compares the last in the other (stream_compare).
+        # Outputs larger than the window stream through two slots of half
+        # its size (stream_compare; the capacity is at least WINDOW_MIN).
         slot = None
-        half = self.window_cap // 2 // W.WINDOW_ALIGN * W.WINDOW_ALIGN
-        if size > self.window_cap and half >= W.WINDOW_ALIGN:
-            slot = half
+        if size > self.window_cap:
+            slot = self.window_cap // 2 // W.WINDOW_ALIGN * W.WINDOW_ALIGN
         fetch = {"window": self.window_cap}
         if slot:
             fetch["slot"] = slot
@@ -324,11 +322,11 @@ class DataPath:
         self.talk(c, what, go)
 
     def stream_compare(self, hdr, win, size, what, t, slots=False):
-        """The reference worker compares the chunk in the window (the
-        candidate stopped); then the candidate writes the next (PUT).
-        With `slots` (outputs larger than the window: fetch_compare),
-        chunks of `win` bytes go in turn to the window's offsets 0 and win,
-        the candidate writing the next into one while the reference
+        """The reference worker compares the chunk in the window, whose
+        first chunk (`win` bytes) the candidate wrote at FETCH.  With
+        `slots` (outputs larger than the window: fetch_compare), chunks of
+        `win` bytes go in turn to the window's offsets 0 and win, the
+        candidate writing the next (PUT) into one while the reference
         compares the last in the other.  On a GPU the two run at once (the
         copies from and to the device overlap): the reference judges its
         own copy of the chunk against the digests the candidate's call
@@ -375,13 +373,7 @@ class DataPath:
                 raise Verdict("error", "the reference worker asked for chunk %.40r of the "
                               "outputs after [%d, %d) of %d bytes (%s)"
                               % (nxt, off, off + n, size, what))
-            off, msg = nxt, {}
-            if slots:
-                at = win - at
-            else:
-                self.talk(c, what, c.chan.send_json, W.PUT, {"off": off}, self.deadline)
-                self.written(off, win, size, what)
-                t = self.spend("write", t)
+            off, msg, at = nxt, {}, win - at
         self.chunks = max(self.chunks, chunks)
         return reply
 

@@ -174,21 +174,21 @@ class Outputs:
         written into the output window at args["at"] (0, or the chunk's
         size: the second slot); replies how many bytes."""
         snd = self.sending
-        off, at = args.get("off"), args.get("at", 0)
+        off, base = args.get("off"), args.get("at", 0)
         if (snd is None or type(off) is not int or off < 0 or off >= snd["total"] or
-                off % W.WINDOW_ALIGN or at not in (0, snd["cap"])):
+                off % W.WINDOW_ALIGN or base not in (0, snd["cap"])):
             self.chan.send_json(W.OUT_WRITTEN, {"bytes": 0})
             return
-        self.chan.send_json(W.OUT_WRITTEN, {"bytes": self._write_chunk(off, at)})
+        self.chan.send_json(W.OUT_WRITTEN, {"bytes": self._write_chunk(off, base)})
 
-    def _write_chunk(self, start, at=0):
+    def _write_chunk(self, start, base=0):
         """The stream's bytes [start, start + capacity) into the window at
-        offset `at`; returns how many were written."""
+        offset `base`; returns how many were written."""
         snd = self.sending
         n = min(snd["total"] - start, snd["cap"])
         if n <= 0:
             return 0
-        dst = self.window.tensors([(torch.uint8, (n,), n)], [at], at + n)[0]
+        dst = self.window.tensors([(torch.uint8, (n,), n)], [base], base + n)[0]
         for i, lo, hi in W.chunk_parts(snd["specs"], snd["offs"], start, start + n):
             at = snd["offs"][i] + lo - start
             dst[at:at + hi - lo].copy_(snd["flat"][i][lo:hi])
@@ -211,24 +211,26 @@ class Outputs:
         st = self.cmp
         if st is None:
             raise ValueError("a chunk to compare, but no comparison begun")
-        off, n, at = header.get("off", 0), header.get("len"), header.get("at", 0)
+        off, n, base = header.get("off", 0), header.get("len"), header.get("at", 0)
         if (type(off) is not int or type(n) is not int or off != st["next"] or n < 0 or
                 n != min(st["total"] - off, n) or (n == 0 and st["total"] > off)):
             raise ValueError("chunk [%r, +%r) out of order (expected offset %d of %d)"
                              % (off, n, st["next"], st["total"]))
-        if type(at) is not int or at < 0 or at % W.WINDOW_ALIGN:
-            raise ValueError("chunk at window offset %r" % (at,))
+        if type(base) is not int or base < 0 or base % W.WINDOW_ALIGN:
+            raise ValueError("chunk at window offset %r" % (base,))
         if n:
-            # One copy of the chunk (onto the device, straight from the
-            # registered window), which the digest and the comparison both
-            # read: the candidate, which may be running (writing the next
-            # chunk into the other slot), cannot show them different bytes.
-            src = self.window.tensors([(torch.uint8, (n,), n)], [at], at + n)[0]
+            src = self.window.tensors([(torch.uint8, (n,), n)], [base], base + n)[0]
             for i, lo, hi in W.chunk_parts(st["specs"], st["offs"], off, off + n):
                 at = st["offs"][i] + lo - off
                 piece = src[at:at + hi - lo]
+                # On a GPU, one copy onto the device, straight from the
+                # (registered) window, which the digest and the comparison
+                # both read: the candidate, which may be running (writing
+                # the next chunk into the other slot), cannot show them
+                # different bytes.  On the CPU the window is compared in
+                # place, the candidate stopped.
                 want = st["want"][i]
-                g = piece.to(want.device) if piece.device != want.device else piece.clone()
+                g = piece.to(want.device) if piece.device != want.device else piece
                 self._compare_piece(i, g, lo, hi)
                 del g, piece
             del src
