@@ -955,6 +955,15 @@ START_TEST(stream_pieces)
 		    " stark_tensors.weighted_digest(x) == stark_tensors.weighted_digest(x.clone())))("
 		    "torch.arange(16.0).double(), torch.arange(16.0).double().flip(0))",
 		    "(True, False, True)");
+	/* Piece by piece it is the sum of each word times 2i + 1 (wrapping
+	 * int64), whatever the pieces' size. */
+	expect_eval(NULL,
+		    "(lambda x: (lambda want: [(setattr(stark_tensors, 'COMPARE_CHUNK', c), "
+		    "stark_tensors.weighted_digest(x) == want)[1] for c in (3, 4, 1 << 22)])("
+		    "stark_tensors._wrap64(sum(int(v) * (2 * i + 1) for i, v in "
+		    "enumerate(x.view(torch.int64).tolist())))))"
+		    "(torch.tensor([2**62, -5, 7, 2**61 + 3, 11, -2**63, 13], dtype=torch.int64))",
+		    "[True, True, True]");
 	/* The window's capacity: $STARK_WINDOW_BYTES, aligned, at least 4 KiB. */
 	expect_eval(NULL,
 		    "[stark_wire.window_capacity({'STARK_WINDOW_BYTES': v}) for v in ('5000', '12', 'x', '')]",
