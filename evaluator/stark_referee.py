@@ -157,6 +157,8 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
         self.placements = 0         # memory placements the calls rotate through
         self.scanned = 0            # placements the scan chose them from
         self.plain_mag = []         # outputs' mean magnitudes on plain inputs
+        self.ref_facts_seen = {}    # integrity facts the reference's calls showed
+        self.ref_full_fetches = 0   # its output headers read with them (fetch_ref)
         self.compared = False
         self.rechecked = 0          # comparisons passed on the float64 recheck
         self.recheck_err = 0.0      # the largest reference error they allowed for

@@ -563,8 +563,14 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
                 continue
             args = json.loads(payload) if payload else {}
             # CALL and PROFILE keep what FETCH needs of their outputs; a
-            # call of the compiled reference keeps nothing (after_call).
+            # call of the compiled reference keeps nothing (after_call),
+            # nor does the reference's call with "light" (a timed call,
+            # whose FETCH says nothing of late writes: see cmd_fetch).
             keeps = kind in (W.CALL, W.PROFILE)
+            if kind == W.CALL and self.role == "ref" and isinstance(args, dict) and \
+                    args.get("light") is True:
+                keeps = False
+                self.snapshot = None
             try:
                 if kind == W.LOAD:
                     info, err = self.cmd_load(args)

@@ -79,7 +79,12 @@ def _magnitude(t):
 class Outputs:
     """The part of Worker that serves FETCH and COMPARE."""
 
-    def _describe_outputs(self):
+    def _describe_outputs(self, light=False):
+        """(header, tensors) of this worker's outputs.  With `light` (the
+        reference's timed calls), no integrity facts but aliasing and no
+        magnitudes: the referee keeps the reference's facts from its
+        earlier calls (stark_referee_data.fetch_ref), and on an output of
+        2 GiB the digests and sums took 30-35 ms a timed pair."""
         out = self.outputs
         if isinstance(out, (tuple, list)):
             items, kind = list(out), "seq"
@@ -121,13 +126,15 @@ class Outputs:
                                       for t in tensors) > W.OUTPUT_MAX:
             return {"kind": "bad", "detail": "the outputs are larger than %d GiB"
                     % (W.OUTPUT_MAX >> 30)}, []
-        mutated = [j for j, (x, p) in enumerate(zip(
+        mutated = [] if light else [j for j, (x, p) in enumerate(zip(
             [x for x in self.inputs if isinstance(x, torch.Tensor)], self.pristine))
             if not _same_bytes(x, p)]
         if mutated:
             facts["mutated"] = mutated
         header = {"kind": kind, "items": descs, "facts": facts}
-        if self.role == "ref":
+        if light:
+            header["light"] = True
+        elif self.role == "ref":
             header["mag"] = [_magnitude(t) for t in tensors]
         return header, tensors
 
@@ -137,8 +144,11 @@ class Outputs:
         into the output window, whose capacity the referee gives
         (args["window"]), and says how many it wrote; PUT writes the
         next ones (stark_wire: outputs larger than the window stream
-        through it)."""
-        header, tensors = self._describe_outputs()
+        through it).  The reference's FETCH with args["light"] after a
+        CALL with "light" says nothing of late writes, mutated inputs and
+        magnitudes (_describe_outputs)."""
+        header, tensors = self._describe_outputs(self.role == "ref" and
+                                                 args.get("light") is True)
         if header["kind"] in ("bad", "reject"):
             self.chan.send_json(W.OUT_HEADER, header)
             return
