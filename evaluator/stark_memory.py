@@ -102,6 +102,11 @@ CHUNK_BYTES = 256 * MIB
 # a step of 16M elements, 25 bytes an element at most), and per byte of
 # output where the outputs are smaller than a step (2-byte elements).
 COMPARE_TEMP_BYTES = 400 * MIB
+# Outputs from this size on use the device window, where it is asked for
+# (stark_referee_data.open_device_window, device_window_bytes); smaller ones
+# cost under a millisecond through host memory (at 16 MiB, 0.6 ms a pair on an
+# H200), and the window takes CHUNK_BYTES of the device.
+DWINDOW_MIN = 16 * MIB
 COMPARE_TEMP_PER_BYTE = 13
 # Inputs and outputs up to this size are copied for the integrity checks
 # (stark_worker.COPY_CHECK_BYTES), beyond it summed.
@@ -304,10 +309,21 @@ def need_by_phase(ref, cand=None, places=1, shape=None, f64=True, repeat=True, c
     workers' (phase_bytes, with the allocator's rounding) and the CUDA
     contexts (none for a host plan: contexts=False; a device plan's timing
     phase holds the generated inputs' block in its placements' pools too)."""
-    ctx = 2 * CONTEXT_BYTES + FLUSH_CONTEXT_BYTES if contexts else 0
+    ctx = 2 * CONTEXT_BYTES + FLUSH_CONTEXT_BYTES + device_window_bytes(ref) if contexts else 0
     factors = (factor_of(ref), factor_of(cand or ref))
     return {k: ctx + _need_of(v, factors) for k, v in
             phase_bytes(ref, cand, places, shape, f64, repeat, gen_placed=contexts).items()}
+
+
+def device_window_bytes(fp, env=None):
+    """The output window the reference's worker holds on the device from
+    its first comparison on, where one is asked for
+    ($STARK_OUTPUT_WINDOW=device) and the outputs are large enough to use
+    it (DWINDOW_MIN): its capacity, CHUNK_BYTES."""
+    env = os.environ if env is None else env
+    if env.get("STARK_OUTPUT_WINDOW", "") != "device" or fp.get("out", 0) < DWINDOW_MIN:
+        return 0
+    return CHUNK_BYTES
 
 
 def worker_need(fp):

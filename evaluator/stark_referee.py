@@ -174,6 +174,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
         self.window_fd = None           # the output window (stark_wire)
         self.window_size = 0
         self.window_cap = W.window_capacity()   # its capacity: one chunk
+        self.dwin_state = None          # the device window: None (not tried), "on", "off"
         self.chunks = 0                 # most chunks an output streamed in
         self.lock_held = None       # "ex", "sh" or None
         self.lock_wait = {}         # seconds waited for the GPU lock, by mode

@@ -16,6 +16,7 @@ import contextlib
 import os
 import time
 
+import stark_memory
 import stark_wire as W
 from stark_referee_common import Verdict, derive, dict_field, int_field, number
 from stark_referee_compare import RECHECK_SLACK
@@ -258,6 +259,9 @@ class DataPath:
         statistics."""
         c = self.cand
         _, size = W.window_layout(ref_meta[1])
+        if self.dwin_state is None and self.cuda and size >= stark_memory.DWINDOW_MIN and \
+                W.window_on_device():
+            self.open_device_window(what)
         win = min(size, self.window_cap)
         if win > self.window_size:
             # Grown only (the window is sealed against shrinking); sparse
@@ -325,6 +329,57 @@ class DataPath:
                           "its call returned, so work went on outside the timed call" % what,
                           check="digest")
         return self.checked_results(reply, len(ref_meta[1]), what)
+
+    def open_device_window(self, what):
+        """The output window on the device (STARK_OUTPUT_WINDOW=device), of
+        the window's capacity: the reference's worker makes it and passes
+        its descriptor (stark_wire.DeviceWindow), which this process hands
+        on to the candidate's.  Once both map it, the chunks are copied
+        on the device instead of through host memory; where either cannot
+        (no room beside the reference's, a driver without the calls), the
+        host window stays, and env output_window_device says why."""
+        self.dwin_state = "off"
+        env = self.res["env"]
+        ref, cand = self.ref, self.cand
+
+        def make():
+            ref.chan.send_json(W.DWINDOW, {"size": self.window_cap}, self.deadline)
+            ref.chan.accept_fds = True
+            try:
+                kind, obj = ref.chan.recv_json({W.OK: W.CONTROL_MAX, W.ERR: W.CONTROL_MAX},
+                                               self.deadline)
+            finally:
+                ref.chan.accept_fds = False
+            return kind, obj, ref.chan.take_fd()
+        with Stopped(cand):
+            kind, obj, fd = self.talk(ref, "making the device window", make)
+        size = obj.get("size")
+        if kind != W.OK or fd < 0 or type(size) is not int or size < self.window_cap:
+            if fd >= 0:
+                os.close(fd)
+            env["output_window_device"] = "not used: the reference's worker made none (%.200s)" % (
+                obj.get("message") if kind != W.OK else "no descriptor")
+            return
+
+        def give():
+            cand.chan.send_fd(W.DWINDOW, {"size": size}, fd, self.deadline)
+            return cand.chan.recv_json({W.OK: W.CONTROL_MAX, W.ERR: W.CONTROL_MAX},
+                                       self.deadline)
+        try:
+            with Stopped(ref):
+                ck, cobj = self.talk(cand, "mapping the device window", give)
+        finally:
+            os.close(fd)
+        use = ck == W.OK
+        with Stopped(cand):
+            self.command(ref, W.DWINDOW, {"use": True} if use else {"drop": True},
+                         "the device window")
+        if use:
+            self.dwin_state = "on"
+            env["output_window_device"] = "%d MiB, mapped by both workers" % (size >> 20)
+        else:
+            env["output_window_device"] = ("not used: the candidate's worker could not map "
+                                           "it (%.200s)" % cobj.get("message"))
 
     def written(self, off, win, size, what):
         """The candidate's account of a chunk it wrote into the window: the

@@ -139,6 +139,7 @@ class Workers:
                 "solution_src": self.req["solution_src"],
                 "placements": self.req["placements"],
                 "l2_flush": bool(self.req.get("l2_flush", True)),
+                "device_window": self.cuda and W.window_on_device(),
                 "language": self.language, "lang_dir": self.lang_dir,
                 "cand_exec": self.cand_exec,
                 "precision": self.req.get("precision") or "fp32"}

@@ -77,6 +77,10 @@ COMPILE = b"COMP"   # JSON {}: run the solution's top level, build natives
 GEN = b"GEN "       # JSON {"seed", "sizes", "variant"[, "slot"]}: make this call's
                     # inputs (in the memory placement `slot`)
 CALL = b"CALL"      # run forward on the last inputs (timed in the worker on GPUs)
+DWINDOW = b"DWIN"   # the output window on the device (DeviceWindow): to the
+                    # reference {"size": n} (replies OK {"size"} and the
+                    # descriptor), {"use": true} or {"drop": true}; to the
+                    # candidate {"size": n} and the descriptor
 FETCH = b"FTCH"     # describe the last outputs; JSON {"window": n}: the
                     # candidate also writes them into the output window
 COMPARE = b"CMPR"   # reference only: JSON header; the bytes are in the window
@@ -213,6 +217,13 @@ def window_capacity(env=None):
     return min(n, OUTPUT_MAX) // WINDOW_ALIGN * WINDOW_ALIGN
 
 
+def window_on_device(env=None):
+    """Whether large outputs go through an output window on the device
+    ($STARK_OUTPUT_WINDOW=device; DeviceWindow) rather than host memory
+    (host, the default)."""
+    return (os.environ if env is None else env).get("STARK_OUTPUT_WINDOW", "") == "device"
+
+
 def chunk_parts(specs, offs, start, end):
     """The pieces of the outputs (validated specs at window_layout's offs)
     that the stream's bytes [start, end) hold: (output index, first byte,
@@ -246,6 +257,8 @@ class Window:
     registered with CUDA (cudaHostRegister), so copies between it and the
     device run at the speed of pinned memory; where registering fails they
     still work, at the speed of pageable memory (pin_error says why)."""
+
+    on_device = False
 
     def __init__(self, fd, writable, pin=False):
         self.fd = fd
@@ -312,6 +325,55 @@ class Window:
         return out
 
 
+class _DeviceArray:
+    """A device address range as __cuda_array_interface__, for
+    torch.as_tensor."""
+
+    def __init__(self, ptr, n):
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": "|u1",
+                                         "data": (ptr, False), "version": 3}
+
+
+class DeviceWindow:
+    """The output window in device memory (STARK_OUTPUT_WINDOW=device): made
+    and exported by the reference's worker, mapped read-write by the
+    candidate's (stark_cuda.SharedMemory).  Its tensors() are CUDA views,
+    the same interface as Window's; the reference copies each piece out of
+    it before judging it (the candidate's process can write it at any
+    time, as it can the host window)."""
+
+    on_device = True
+    pin_error = None
+
+    def __init__(self, mem, writable):
+        self.mem = mem
+        self.writable = writable
+        self.size = mem.size
+        self.base = None
+
+    def map(self, size):
+        if size > self.size:
+            raise WireError("the device window holds %d bytes, %d needed" % (self.size, size))
+        if self.base is None:
+            self.base = torch.as_tensor(_DeviceArray(self.mem.ptr, self.size),
+                                        device="cuda:%d" % self.mem.device)
+        return self.base
+
+    def tensors(self, specs, offs, size):
+        base = self.map(size)
+        out = []
+        for (dt, shape, n), off in zip(specs, offs):
+            if n == 0:
+                out.append(torch.empty(shape, dtype=dt, device=base.device))
+                continue
+            out.append(base[off:off + n].view(dt).reshape(shape))
+        return out
+
+    def unmap(self):
+        self.base = None
+        self.mem.close()
+
+
 class Channel:
     """One end of a referee<->worker socketpair, with deadlines.
 
@@ -326,6 +388,8 @@ class Channel:
         self.pid = pid
         self.pidfd = -1
         self.watch = None       # called every WATCH_S while waiting (the referee's)
+        self.accept_fds = False  # whether descriptors sent are received (take_fd)
+        self.fd_in = -1
         if pid is not None and hasattr(os, "pidfd_open"):
             try:
                 self.pidfd = os.pidfd_open(pid)
@@ -333,6 +397,9 @@ class Channel:
                 self.pidfd = -1
 
     def close(self):
+        if self.fd_in >= 0:
+            os.close(self.fd_in)
+            self.fd_in = -1
         if self.pidfd >= 0:
             os.close(self.pidfd)
             self.pidfd = -1
@@ -368,6 +435,49 @@ class Channel:
                     done = self.pid
                 if done:
                     raise WorkerGone()
+
+    def send_fd(self, kind, obj, fd, deadline=None):
+        """A JSON message with a file descriptor passed along (SCM_RIGHTS,
+        on its first byte): the device window's (DeviceWindow)."""
+        payload = json.dumps(obj).encode()
+        data = HDR.pack(kind, len(payload)) + payload
+        self._wait(select.POLLOUT, deadline)
+        try:
+            n = socket.send_fds(self.sock, [data], [fd])
+        except OSError:
+            raise WorkerGone()
+        if n < len(data):
+            self.send_all(data[n:], deadline)
+
+    def take_fd(self):
+        """The descriptor the last message received carried (-1 if none);
+        the caller owns it.  Only a channel with accept_fds set receives
+        them: elsewhere the kernel closes any sent."""
+        fd, self.fd_in = self.fd_in, -1
+        return fd
+
+    def _recv_first(self, view, deadline):
+        """The first bytes of a message header, and a descriptor passed
+        with them (kept in fd_in; any more are closed)."""
+        while True:
+            self._wait(select.POLLIN, deadline)
+            try:
+                data, fds, _, _ = socket.recv_fds(
+                    self.sock, len(view), 4, socket.MSG_DONTWAIT if deadline is not None else 0)
+                break
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                raise WorkerGone()
+        for extra in fds[1:]:
+            os.close(extra)
+        if self.fd_in >= 0:
+            os.close(self.fd_in)
+        self.fd_in = fds[0] if fds else -1
+        if not data:
+            raise WorkerGone()
+        view[:len(data)] = data
+        return len(data)
 
     def recv_into(self, view, deadline):
         got = 0
@@ -408,7 +518,9 @@ class Channel:
 
     def recv_header(self, deadline):
         hdr = bytearray(HDR.size)
-        self.recv_into(memoryview(hdr), deadline)
+        view = memoryview(hdr)
+        got = self._recv_first(view, deadline) if self.accept_fds else 0
+        self.recv_into(view[got:], deadline)
         return HDR.unpack(bytes(hdr))
 
     def recv(self, caps, deadline=None):

@@ -176,6 +176,9 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
         fd = cfg.get("window_fd")
         self.window = W.Window(fd, writable=(role == "cand"),
                                pin=self.device.type == "cuda") if type(fd) is int else None
+        self.dwin_made = None  # reference: the device window made, not yet used (DWINDOW)
+        if cfg.get("device_window") is True and self.device.type == "cuda":
+            self.chan.accept_fds = True
         self.events = None
         self.gate = None       # the timed call's gate kernel (stark_worker_gpu._gate)
         self.gate_error = None
@@ -534,12 +537,18 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
         caps = {W.LOAD: 1 << 16, W.COMPILE: 1 << 16, W.GEN: 1 << 20, W.CALL: 1 << 12,
                 W.SCAN: 64, W.FETCH: 64, W.PUT: 64, W.COMPARE: W.HEADER_MAX, W.FLUSH: 64,
                 W.TIMED_NOOP: 0, W.DEVICE_INFO: 1 << 12, W.PING: 0, W.QUIT: 0, W.PROFILE: 0,
-                W.PLAN: 1 << 12, W.COMPILE_REF: 1 << 12}
+                W.PLAN: 1 << 12, W.COMPILE_REF: 1 << 12, W.DWINDOW: 64}
         phases = {W.LOAD: "load", W.GEN: "inputs", W.COMPARE: "compare",
                   W.FLUSH: "device", W.DEVICE_INFO: "device"}
         while True:
             kind, payload = chan.recv(caps)
             t_recv = time.perf_counter()
+            fd = chan.take_fd()
+            if kind == W.DWINDOW:
+                self.cmd_dwindow(payload, fd)
+                continue
+            if fd >= 0:
+                os.close(fd)
             if kind == W.QUIT:
                 return
             if kind == W.PING:

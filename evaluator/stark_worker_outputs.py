@@ -12,14 +12,20 @@ call returned.
 """
 
 import copy
+import json
 import math
+import os
 
 import torch
 
+import stark_cuda
 import stark_rules as R
 import stark_tensors as T
 import stark_wire as W
 
+# Device memory the reference's worker leaves free beside a device window
+# it makes (cmd_dwindow): the window is an extra, never a reason to fail.
+DWINDOW_ROOM = 1 << 30
 RECHECK_BYTES = 2 << 30      # cap on the float64 outputs of a recheck (_exact)
 RECHECK_IN_BYTES = 4 << 30   # and on its float64 inputs
 JITTER_SEED = 0x5EED_F64      # the jittered float64 run's noise (stark_rules.jitter_)
@@ -179,6 +185,56 @@ class Outputs:
         del tensors
         self.chan.send_json(W.OUT_WRITTEN, {"bytes": self._write_chunk(0)})
 
+    def cmd_dwindow(self, payload, fd):
+        """The output window on the device (stark_wire.DeviceWindow).  The
+        reference makes it ({"size": n}: replies OK {"size"} with its
+        descriptor), then uses it ({"use": true}) or lets it go ({"drop":
+        true}); the candidate maps the descriptor it is sent with {"size":
+        n} and writes its outputs there from then on.  On any failure it
+        replies ERR and the host window stays."""
+        try:
+            args = json.loads(payload) if payload else {}
+            if not isinstance(args, dict) or self.device.type != "cuda":
+                raise ValueError("no device window here")
+            dev = self.device.index if self.device.index is not None else \
+                torch.cuda.current_device()
+            n = args.get("size")
+            if self.role == "ref" and args.get("use") is True and self.dwin_made is not None:
+                self.window, self.dwin_made = W.DeviceWindow(self.dwin_made, False), None
+            elif self.role == "ref" and args.get("drop") is True:
+                if self.dwin_made is not None:
+                    self.dwin_made.close()
+                self.dwin_made = None
+            elif self.role == "ref" and type(n) is int and 0 < n <= W.OUTPUT_MAX:
+                free = torch.cuda.mem_get_info(dev)[0]
+                if free < n + DWINDOW_ROOM:
+                    raise MemoryError("%d MiB free on the device, %d MiB wanted for the "
+                                      "window and %d MiB of room" % (
+                                          free >> 20, n >> 20, DWINDOW_ROOM >> 20))
+                if self.dwin_made is not None:
+                    self.dwin_made.close()
+                self.dwin_made = stark_cuda.SharedMemory.create(n, dev)
+                out = self.dwin_made.export()
+                try:
+                    self.chan.send_fd(W.OK, {"size": self.dwin_made.size}, out)
+                finally:
+                    os.close(out)
+                return
+            elif self.role == "cand" and type(n) is int and 0 < n <= W.OUTPUT_MAX and fd >= 0:
+                mem = stark_cuda.SharedMemory.open(fd, n, dev, True)
+                self.window = W.DeviceWindow(mem, True)
+            else:
+                raise ValueError("a device window request this worker cannot serve")
+            self.chan.send_json(W.OK, {})
+        except W.WorkerGone:
+            raise
+        except BaseException as e:
+            self.chan.send_json(W.ERR, {"type": type(e).__name__, "phase": "window",
+                                        "message": str(e)[:500]})
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
     def cmd_put(self, args):
         """Candidate only: the chunk of its outputs' bytes from args["off"]
         written into the output window at args["at"] (0, or the chunk's
@@ -202,6 +258,10 @@ class Outputs:
         for i, lo, hi in W.chunk_parts(snd["specs"], snd["offs"], start, start + n):
             at = snd["offs"][i] + lo - start
             dst[at:at + hi - lo].copy_(snd["flat"][i][lo:hi])
+        if self.window.on_device:
+            # Copies on the device are queued: done before the reply says
+            # so, since the reference reads the window on streams of its own.
+            torch.cuda.synchronize(dst.device)
         del dst
         return n
 
@@ -239,8 +299,16 @@ class Outputs:
                 # the next chunk into the other slot), cannot show them
                 # different bytes.  On the CPU the window is compared in
                 # place, the candidate stopped.
+                # A device window's piece is copied out of it first, for
+                # the same reason.
                 want = st["want"][i]
-                g = piece.to(want.device) if piece.device != want.device else piece
+                if piece.device != want.device:
+                    g = piece.to(want.device)
+                elif self.window.on_device:
+                    g = piece.clone()
+                    torch.cuda.synchronize(g.device)
+                else:
+                    g = piece
                 self._compare_piece(i, g, lo, hi)
                 del g, piece
             del src

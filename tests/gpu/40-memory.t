@@ -17,40 +17,7 @@ cd "$(dirname "$0")/../.." || exit 1
 TMP=$(mktemp -d) || exit 1
 trap 'rm -rf "$TMP"' EXIT
 M=tests/gpu/memory
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-notok() { n=$((n + 1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
-
-# judge NAME STATUS CHECK PROBLEM SOLUTION [stark options]: the verdict is
-# STATUS and the Python expression CHECK over the result `d` (env `e`) holds.
-# Prints the message and the memory notes either way (# lines).
-judge() {
-	local name=$1 want=$2 check=$3 prob=$4 sol=$5
-	shift 5
-	"$BUILD/stark" eval "$prob" "$sol" --device cuda --json "$@" >"$TMP/out.json" 2>"$TMP/err"
-	local got
-	got=$("$PY" - "$TMP/out.json" "$want" "$check" <<'PY'
-import json, sys
-try:
-    d = json.load(open(sys.argv[1]))
-except ValueError as e:
-    print("no JSON result: %s" % e); sys.exit()
-e = d.get("env") or {}
-notes = "; ".join("%s=%s" % (k, e[k]) for k in sorted(e) if k.startswith(("mem_", "output_window",
-                  "reference_repeat", "host_mem", "timing_spin", "l2_flush", "pair_ms")))
-ok = d.get("status") == sys.argv[2] and bool(eval(sys.argv[3]))
-print("good" if ok else "status %s (want %s): %s" % (d.get("status"), sys.argv[2],
-                                                    (d.get("message") or "")[:400]))
-print("# %s: %s" % (d.get("status"), (d.get("message") or "")[:300]))
-print("# %s" % notes[:900])
-print("# speedup %s, ref %s us, wall %.1f s" % (d.get("speedup"), d.get("ref_runtime_us"),
-                                               (d.get("wall_ms") or 0) / 1e3))
-PY
-)
-	if [ "$(head -1 <<<"$got")" = good ]; then ok "$name"; else notok "$name" "$(head -1 <<<"$got")" "$(tail -3 "$TMP/err")"; fi
-	tail -n +2 <<<"$got"
-	cp "$TMP/out.json" "$TMP/last.json"
-}
+. tests/gpu/judge.sh
 echo "1..10"
 
 judge "6 GiB outputs stream through the window and are judged correct at 1.00x within 2%" correct \

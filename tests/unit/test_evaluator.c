@@ -971,6 +971,42 @@ START_TEST(stream_pieces)
 }
 END_TEST
 
+/* A descriptor sent with a message (the device window's:
+ * stark_wire.Channel.send_fd) arrives only where the channel accepts them:
+ * a memfd taken by one that does (the same file), dropped by the kernel for
+ * one that does not; the message arrives either way.  The device window is
+ * asked for by STARK_OUTPUT_WINDOW=device alone, and the memory plan counts
+ * it only then and for outputs that use it (stark_memory.DWINDOW_MIN). */
+START_TEST(channel_fd)
+{
+	expect_eval(NULL,
+		    "(lambda g: (exec(\"import os, socket\\n"
+		    "a, b = socket.socketpair()\\n"
+		    "ca, cb = stark_wire.Channel(a), stark_wire.Channel(b)\\n"
+		    "fd = os.memfd_create('w')\\n"
+		    "ca.send_fd(b'DWIN', {'size': 6}, fd)\\n"
+		    "cb.accept_fds = True\\n"
+		    "k, o = cb.recv_json({b'DWIN': 64}, None)\\n"
+		    "got = cb.take_fd()\\n"
+		    "same = os.fstat(got).st_ino == os.fstat(fd).st_ino and got != fd\\n"
+		    "os.close(got)\\n"
+		    "ca.send_fd(b'DWIN', {'size': 7}, fd)\\n"
+		    "cb.accept_fds = False\\n"
+		    "k2, o2 = cb.recv_json({b'DWIN': 64}, None)\\n"
+		    "r = (k, o, same, k2, o2, cb.take_fd())\\n"
+		    "os.close(fd); ca.close(); cb.close()\", g), g['r'])[1])"
+		    "({'stark_wire': stark_wire})",
+		    "(b'DWIN', {'size': 6}, True, b'DWIN', {'size': 7}, -1)");
+	expect_eval(NULL,
+		    "([stark_wire.window_on_device(e) for e in ({}, {'STARK_OUTPUT_WINDOW': 'host'},"
+		    " {'STARK_OUTPUT_WINDOW': 'device'})],"
+		    " [stark_memory.device_window_bytes({'out': o}, e) >> 20 for o, e in ("
+		    "(1 << 30, {}), (1 << 30, {'STARK_OUTPUT_WINDOW': 'device'}),"
+		    " (1 << 20, {'STARK_OUTPUT_WINDOW': 'device'}))])",
+		    "([False, False, True], [0, 256, 0])");
+}
+END_TEST
+
 /* The gate before a timed call (stark_referee_timing.note_launch): sized by
  * the reference's host time to its last launch, the candidate's counting
  * only up to SPIN_CAND_US, so a slow launcher buys no longer blind spot;
@@ -2092,6 +2128,7 @@ static Suite *evaluator_suite(void)
 	tcase_add_test(pieces, stream_pieces);
 	tcase_add_test(pieces, footprint_estimate);
 	tcase_add_test(pieces, spin_sizing);
+	tcase_add_test(pieces, channel_fd);
 	tcase_add_test(pieces, prewarm_safe);
 	tcase_add_test(pieces, cache_key);
 	tcase_add_test(pieces, build_key_vector);
