@@ -65,13 +65,15 @@ class DataPath:
             return {"items": items}, sum(sp[2] for sp in specs)
         return self.talk(w, what, go)
 
-    def gen_inputs(self, label, what, variant=False, slot=None, extra=None):
+    def gen_inputs(self, label, what, variant=False, slot=None, extra=None, light=False):
         """Both workers make this call's inputs from a seed derived for it
         (in parallel: each on its own device), on memory placement `slot`
         where several are in use; the candidate's must be described
         exactly as the reference's.  extra: more GEN arguments ("centre":
         the precision probe's inputs; "kb" with "seed": a KernelBench
-        trial's, from its public seed).  Returns the input bytes."""
+        trial's, from its public seed).  light: the reference makes no
+        weighted digests of large inputs for the mutation check (run_pair:
+        its FETCH will not make it).  Returns the input bytes."""
         args = {"seed": derive(self.seed, label), "sizes": {}, "variant": bool(variant)}
         if slot is not None:
             args["slot"] = slot
@@ -81,8 +83,8 @@ class DataPath:
             args.update(extra)
         if "kb" in args and not args.get("from_host"):
             return self.gen_cpu_made(args, what)
-        for w in (self.ref, self.cand):
-            self.send_gen(w, args, what)
+        self.send_gen(self.ref, dict(args, unchecked=True) if light else args, what)
+        self.send_gen(self.cand, args, what)
         self.await_replies((self.ref, self.cand), what)
         ref_desc, nbytes = self.recv_gen(self.ref, what)
         cand_desc, _ = self.recv_gen(self.cand, what)
@@ -466,7 +468,7 @@ class DataPath:
         light = (timed and kind is None and bool(self.plain_mag) and
                  self.ref_full_fetches >= REF_FULL_FETCHES)
         self.input_bytes = max(self.input_bytes,
-                               self.gen_inputs(label, what, variant, slot, gen))
+                               self.gen_inputs(label, what, variant, slot, gen, light))
         t = self.spend("gen", t_pair)
         ns, replies, raws = {}, {}, {}
         for role in order:

@@ -121,7 +121,11 @@ class Inputs:
         values = [None if isinstance(x, torch.Tensor) else x for x in items]
         is_tensor = [isinstance(x, torch.Tensor) for x in items]
         del items
-        placed = self._place(desc, tensors, variant=variant, centre=bool(args.get("centre")))
+        # "unchecked" (the reference's timed calls, whose FETCH makes no
+        # mutation check): no weighted digests of large inputs for it.
+        unchecked = self.role == "ref" and args.get("unchecked") is True
+        placed = self._place(desc, tensors, digest=not unchecked, variant=variant,
+                             centre=bool(args.get("centre")))
         del tensors
         it = iter(placed)
         self.inputs = [next(it) if t else v for v, t in zip(values, is_tensor)]
@@ -306,14 +310,16 @@ class Inputs:
             return list(items)
         return [R.kb_process_input(x, self.device, precision) for x in items]
 
-    def _place(self, desc, tensors, check=True, variant=None, centre=False):
+    def _place(self, desc, tensors, check=True, variant=None, centre=False, digest=True):
         """Copies generated tensors into the persistent input buffers of
         this call's placement on this worker's device, makes the variant
         there (variant: its seed) or centres them (centre: the precision
         probe's, stark_rules.centre_) and keeps what the mutation check needs
         (unless `check` is false: the SCAN's unchecked calls): a copy of
-        each input, or, where the inputs pass check_copy_bytes, a weighted
-        digest of each (stark_tensors.weighted_digest)."""
+        each input (which the float64 second opinion runs on), or, where the
+        inputs pass check_copy_bytes, a weighted digest of each
+        (stark_tensors.weighted_digest; None without `digest`: a call whose
+        FETCH makes no mutation check)."""
         specs = [d for d in desc["items"] if d["t"] == "tensor"]
         placed = []
         bufs = self.slot_bufs.get(self.slot, [])
@@ -351,7 +357,7 @@ class Inputs:
         if not check:
             return placed
         if sum(x.numel() * x.element_size() for x in placed) > self.check_copy_bytes():
-            self.pristine = [T.weighted_digest(x) for x in placed]
+            self.pristine = [T.weighted_digest(x) if digest else None for x in placed]
         else:
             pristine = []
             for i, x in enumerate(placed):

@@ -134,7 +134,7 @@ class Outputs:
                     % (W.OUTPUT_MAX >> 30)}, []
         mutated = [] if light else [j for j, (x, p) in enumerate(zip(
             [x for x in self.inputs if isinstance(x, torch.Tensor)], self.pristine))
-            if not _same_bytes(x, p)]
+            if p is not None and not _same_bytes(x, p)]
         if mutated:
             facts["mutated"] = mutated
         header = {"kind": kind, "items": descs, "facts": facts}
