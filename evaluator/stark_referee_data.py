@@ -71,9 +71,10 @@ class DataPath:
         where several are in use; the candidate's must be described
         exactly as the reference's.  extra: more GEN arguments ("centre":
         the precision probe's inputs; "kb" with "seed": a KernelBench
-        trial's, from its public seed).  light: the reference makes no
-        weighted digests of large inputs for the mutation check (run_pair:
-        its FETCH will not make it).  Returns the input bytes."""
+        trial's, from its public seed).  light: the reference's pair until
+        its next GEN goes without its integrity facts (run_pair, fetch_ref:
+        no weighted digests of large inputs, no late-write copy, no
+        mutation check, no magnitudes).  Returns the input bytes."""
         args = {"seed": derive(self.seed, label), "sizes": {}, "variant": bool(variant)}
         if slot is not None:
             args["slot"] = slot
@@ -83,7 +84,7 @@ class DataPath:
             args.update(extra)
         if "kb" in args and not args.get("from_host"):
             return self.gen_cpu_made(args, what)
-        self.send_gen(self.ref, dict(args, unchecked=True) if light else args, what)
+        self.send_gen(self.ref, dict(args, light=True) if light else args, what)
         self.send_gen(self.cand, args, what)
         self.await_replies((self.ref, self.cand), what)
         ref_desc, nbytes = self.recv_gen(self.ref, what)
@@ -211,14 +212,14 @@ class DataPath:
     def fetch_ref(self, what, light=False):
         """The reference's output header (its bytes stay in its worker for
         the comparison): (kind, specs, devices) and its integrity facts.
-        With `light` (after a CALL with "light": ref_light), its worker
+        With `light` (a pair whose GEN said so: gen_inputs), its worker
         neither checks for late writes and mutated inputs nor sums
         magnitudes: the facts are those its earlier calls showed
         (ref_facts_seen), and the magnitudes the first plain call's."""
         w = self.ref
 
         def go():
-            w.chan.send(W.FETCH, b'{"light":true}' if light else b"", self.deadline)
+            w.chan.send(W.FETCH, b"", self.deadline)
             hdr = self.expect(w, W.OUT_HEADER, what, W.HEADER_MAX)
             if hdr.get("kind") in ("bad", "reject"):
                 raise Verdict("error", "the problem's reference returned an unsupported "
@@ -481,8 +482,6 @@ class DataPath:
                                  "an L2 flush (%s)" % what)
                 t = self.spend("flush", t)
                 args = {"gate_us": self.spin_us}
-            if light and role == "ref":
-                args = dict(args or {}, light=True)
             if repeat and role == "ref":
                 args = dict(args or {}, repeat={
                     n: list(self.tolerance(dt)) for n, dt in W.DTYPES.items()})

@@ -162,6 +162,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
         self.cycles_per_us = 0.0   # the GPU's clock, for torch.cuda._sleep
         self.gen_desc = None   # the last GEN's input description
         self.gen_args = None   # the last GEN's arguments (regenerate_inputs)
+        self.light = False     # reference: the last GEN said "light" (cmd_gen)
         self.kb_host = None    # (seed, items): KernelBench's CPU inputs made ahead (GEN host_only)
         self.gens = 0
         self.kept = None       # reference: outputs described at FETCH
@@ -578,13 +579,10 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
             # against the bytes it is sent (the stronger check: made before
             # the reply, not after), so the copy or the two weighted digests
             # of the outputs were work for nothing (14 ms a timed pair at 2
-            # GiB on an H200).  On the CPU, the reference's call with
-            # "light" (a timed call, whose FETCH says nothing of late
-            # writes: cmd_fetch) keeps nothing either.
-            keeps = kind == W.PROFILE or (kind == W.CALL and self.device.type != "cuda")
-            if kind == W.CALL and self.role == "ref" and isinstance(args, dict) and \
-                    args.get("light") is True:
-                keeps = False
+            # GiB on an H200).  Nor a CALL after a "light" GEN (the
+            # reference's timed pairs: its FETCH says nothing of late writes).
+            keeps = kind == W.PROFILE or (kind == W.CALL and self.device.type != "cuda"
+                                          and not self.light)
             if kind == W.CALL and not keeps:
                 self.snapshot = None
             try:

@@ -94,6 +94,11 @@ class Inputs:
         self.exact_j = None
         self.sending = None
         self.cmp = None
+        # "light" (the reference's timed pairs): until the next GEN this
+        # worker keeps nothing for its integrity facts and FETCH reports
+        # none (stark_worker_outputs._describe_outputs): no weighted
+        # digests of large inputs (_place), no late-write copy.
+        self.light = self.role == "ref" and args.get("light") is True
         if self.model64 is not None and _nbytes(self.model64) > MODEL64_KEEP_BYTES:
             # A large float64 copy of the model is made again when next
             # needed, not held through every later phase (stark_memory).
@@ -121,10 +126,7 @@ class Inputs:
         values = [None if isinstance(x, torch.Tensor) else x for x in items]
         is_tensor = [isinstance(x, torch.Tensor) for x in items]
         del items
-        # "unchecked" (the reference's timed calls, whose FETCH makes no
-        # mutation check): no weighted digests of large inputs for it.
-        unchecked = self.role == "ref" and args.get("unchecked") is True
-        placed = self._place(desc, tensors, digest=not unchecked, variant=variant,
+        placed = self._place(desc, tensors, digest=not self.light, variant=variant,
                              centre=bool(args.get("centre")))
         del tensors
         it = iter(placed)

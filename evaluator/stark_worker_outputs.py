@@ -87,10 +87,10 @@ class Outputs:
 
     def _describe_outputs(self, light=False):
         """(header, tensors) of this worker's outputs.  With `light` (the
-        reference's timed calls), no integrity facts but aliasing and no
-        magnitudes: the referee keeps the reference's facts from its
-        earlier calls (stark_referee_data.fetch_ref), and on an output of
-        2 GiB the digests and sums took 30-35 ms a timed pair."""
+        reference's timed pairs: a "light" GEN), no integrity facts but
+        aliasing and no magnitudes: the referee keeps the reference's facts
+        from its earlier calls (stark_referee_data.fetch_ref), and on an
+        output of 2 GiB the digests and sums took 30-35 ms a timed pair."""
         out = self.outputs
         if isinstance(out, (tuple, list)):
             items, kind = list(out), "seq"
@@ -138,9 +138,7 @@ class Outputs:
         if mutated:
             facts["mutated"] = mutated
         header = {"kind": kind, "items": descs, "facts": facts}
-        if light:
-            header["light"] = True
-        elif self.role == "ref":
+        if self.role == "ref" and not light:
             header["mag"] = [_magnitude(t) for t in tensors]
         return header, tensors
 
@@ -150,11 +148,9 @@ class Outputs:
         into the output window, whose capacity the referee gives
         (args["window"]), and says how many it wrote; PUT writes the
         next ones (stark_wire: outputs larger than the window stream
-        through it).  The reference's FETCH with args["light"] after a
-        CALL with "light" says nothing of late writes, mutated inputs and
-        magnitudes (_describe_outputs)."""
-        header, tensors = self._describe_outputs(self.role == "ref" and
-                                                 args.get("light") is True)
+        through it).  After a "light" GEN the reference's says nothing of
+        late writes, mutated inputs and magnitudes (_describe_outputs)."""
+        header, tensors = self._describe_outputs(self.light)
         if header["kind"] in ("bad", "reject"):
             self.chan.send_json(W.OUT_HEADER, header)
             return
