@@ -325,12 +325,20 @@ static void become_init(const struct sbx_plan *p)
 	/* Before an exec, a raw clone (no atfork handlers: the parent may be
 	 * multithreaded).  Before a function, libc's fork(): the function runs
 	 * libc, whose per-thread state must be a child's (sandbox.h). */
-	pid_t pid = p->fn ? fork() : (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+	int was = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+	pid_t pid;
 	int st;
 
+	/* Not dumpable before the program exists: set after the fork, a fast
+	 * program could open /proc/1/environ or /proc/1/mem first (the unit
+	 * test caught one reading init's environment).  The program gets the
+	 * caller's setting back (an exec resets it anyway). */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	pid = p->fn ? fork() : (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
 	if (pid < 0)
 		fail("fork the program", NULL);
 	if (pid == 0) {
+		prctl(PR_SET_DUMPABLE, was > 0 ? was : 0, 0, 0, 0);
 		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 		return;
 	}
@@ -339,7 +347,6 @@ static void become_init(const struct sbx_plan *p)
 	 * sync socket, not the program's descriptor. */
 	syscall(SYS_close_range, 0u, (unsigned)SBX_FD_STATUS - 1, 0u);
 	syscall(SYS_close_range, (unsigned)SBX_FD_STATUS + 1, ~0u, 0u);
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	for (;;) {
 		pid_t w = waitpid(-1, &st, __WALL);
 

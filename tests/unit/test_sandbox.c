@@ -761,9 +761,14 @@ START_TEST(ptrace_and_proc_mem)
 	run_in(SANDBOX_RUN, NULL, mem1);
 	assert_exit(1);
 	ck_assert_str_eq(R.out, "denied: open /proc/PID/mem rw: Permission denied\n");
-	run1(SANDBOX_RUN, "read", "/proc/1/environ");
-	assert_exit(1);
-	ck_assert_str_eq(R.out, "denied: open: Permission denied\n");
+	/* From the program's first instruction: init went non-dumpable before
+	 * the program existed (once it did so after, and a fast program read
+	 * its environment now and then).  Ten jails, so a window shows. */
+	for (int i = 0; i < 10; i++) {
+		run1(SANDBOX_RUN, "read", "/proc/1/environ");
+		assert_exit(1);
+		ck_assert_str_eq(R.out, "denied: open: Permission denied\n");
+	}
 }
 END_TEST
 
