@@ -317,11 +317,11 @@ def need_by_phase(ref, cand=None, places=1, shape=None, f64=True, repeat=True, c
 
 def device_window_bytes(fp, env=None):
     """The output window the reference's worker holds on the device from
-    its first comparison on, where one is asked for
-    ($STARK_OUTPUT_WINDOW=device) and the outputs are large enough to use
+    its first comparison on, unless the host window is asked for
+    ($STARK_OUTPUT_WINDOW=host), where the outputs are large enough to use
     it (DWINDOW_MIN): its capacity, CHUNK_BYTES."""
     env = os.environ if env is None else env
-    if env.get("STARK_OUTPUT_WINDOW", "") != "device" or fp.get("out", 0) < DWINDOW_MIN:
+    if env.get("STARK_OUTPUT_WINDOW", "") == "host" or fp.get("out", 0) < DWINDOW_MIN:
         return 0
     return CHUNK_BYTES
 

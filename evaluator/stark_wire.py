@@ -218,10 +218,10 @@ def window_capacity(env=None):
 
 
 def window_on_device(env=None):
-    """Whether large outputs go through an output window on the device
-    ($STARK_OUTPUT_WINDOW=device; DeviceWindow) rather than host memory
-    (host, the default)."""
-    return (os.environ if env is None else env).get("STARK_OUTPUT_WINDOW", "") == "device"
+    """Whether large outputs on a GPU go through an output window on the
+    device (DeviceWindow; the default) rather than host memory
+    ($STARK_OUTPUT_WINDOW=host)."""
+    return (os.environ if env is None else env).get("STARK_OUTPUT_WINDOW", "") != "host"
 
 
 def chunk_parts(specs, offs, start, end):

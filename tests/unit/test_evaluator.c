@@ -975,8 +975,8 @@ END_TEST
  * stark_wire.Channel.send_fd) arrives only where the channel accepts them:
  * a memfd taken by one that does (the same file), dropped by the kernel for
  * one that does not; the message arrives either way.  The device window is
- * asked for by STARK_OUTPUT_WINDOW=device alone, and the memory plan counts
- * it only then and for outputs that use it (stark_memory.DWINDOW_MIN). */
+ * the default, STARK_OUTPUT_WINDOW=host turns it off, and the memory plan
+ * counts it only where it is on and outputs use it (DWINDOW_MIN). */
 START_TEST(channel_fd)
 {
 	expect_eval(NULL,
@@ -1001,9 +1001,9 @@ START_TEST(channel_fd)
 		    "([stark_wire.window_on_device(e) for e in ({}, {'STARK_OUTPUT_WINDOW': 'host'},"
 		    " {'STARK_OUTPUT_WINDOW': 'device'})],"
 		    " [stark_memory.device_window_bytes({'out': o}, e) >> 20 for o, e in ("
-		    "(1 << 30, {}), (1 << 30, {'STARK_OUTPUT_WINDOW': 'device'}),"
-		    " (1 << 20, {'STARK_OUTPUT_WINDOW': 'device'}))])",
-		    "([False, False, True], [0, 256, 0])");
+		    "(1 << 30, {}), (1 << 30, {'STARK_OUTPUT_WINDOW': 'host'}),"
+		    " (1 << 20, {}))])",
+		    "([True, False, True], [256, 0, 0])");
 }
 END_TEST
 
