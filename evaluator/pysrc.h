@@ -13,6 +13,7 @@
 	X(cuda)				\
 	X(wire)				\
 	X(tensors)			\
+	X(fused)			\
 	X(rules)			\
 	X(lang)				\
 	X(triton)			\

@@ -351,13 +351,14 @@ class CudaKernel:
 
 
 class CudaModule:
-    """CUDA C source compiled once (NVRTC, cached) and loaded on first use.
+    """CUDA C source compiled once (NVRTC, cached unless cache=False) and
+    loaded on first use.
 
     Every extern "C" __global__ kernel in the source is an attribute:
     `mod.kernel_name(grid, block, args, shared_mem=0, stream=None)`.
     """
 
-    def __init__(self, source, options=(), name="kernel.cu"):
+    def __init__(self, source, options=(), name="kernel.cu", cache=True):
         if not isinstance(source, str) or not source.strip():
             raise CudaError("CudaModule needs CUDA C source text")
         self.source = source
@@ -371,7 +372,11 @@ class CudaModule:
         key = "\0".join([source, "\0".join(self.options), self.arch])
         self.key = hashlib.sha256(key.encode()).hexdigest()[:32]
         self._mod = None
-        self.cubin = self._obtain(name)
+        # cache=False: compiled in memory whatever STARK_CUDA_MODE says, and
+        # neither read from nor written to a cache folder (the evaluator's
+        # own kernels, which no folder a candidate can write may supply).
+        self.cubin = self._obtain(name) if cache else compile_source(source, self.options,
+                                                                      self.arch, name)
 
     def _obtain(self, name):
         fname = "%s.%s.cubin" % (self.key, self.arch)

@@ -326,6 +326,8 @@ class DataPath:
         reply = self.stream_compare(hdr, win, size, what, t, bool(slot))
         if isinstance(reply.get("window"), str):
             self.res["env"]["window"] = reply["window"][:200]
+        if isinstance(reply.get("kernel"), str):
+            self.res["env"]["compare_kernel"] = reply["kernel"][:400]
         if digest is not None and reply.get("digest_ok") is not True:
             raise Verdict("rejected", "integrity check 'output written after return' "
                           "failed (%s): the candidate's outputs are not those it had when "

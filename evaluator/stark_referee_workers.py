@@ -24,6 +24,7 @@ import socket
 import time
 
 import _stark
+import stark_fused
 import stark_wire as W
 import stark_worker
 from stark_referee_common import LIMITS, Verdict, cut, dict_field
@@ -140,6 +141,7 @@ class Workers:
                 "placements": self.req["placements"],
                 "l2_flush": bool(self.req.get("l2_flush", True)),
                 "device_window": self.cuda and W.window_on_device(),
+                "compare_kernel": self.cuda and stark_fused.wanted(),
                 "language": self.language, "lang_dir": self.lang_dir,
                 "cand_exec": self.cand_exec,
                 "precision": self.req.get("precision") or "fp32"}

@@ -285,11 +285,17 @@ def compare_tensor(got, want, atol, rtol):
     return res
 
 
-def _pass_piece(ca, cb, ct, atol, rtol, st):
-    """compare_tensor on a piece where every element passes and the
-    reference's are finite, the usual case, with one reading of the
-    device: adds the piece's figures to st and returns True; else leaves
-    st alone and returns False (_compare_pieces judges the piece)."""
+# The usual case's figures in one pass on a GPU, where the reference's
+# worker has them (stark_fused.enable sets it): fn(a, b, atol, rtol) ->
+# _torch_figures's list, or None for a piece it does not take.
+FUSED = None
+
+
+def _torch_figures(ca, cb, ct, atol, rtol):
+    """The figures _pass_piece needs of a piece, in one reading of the
+    device: [largest |want|, 1.0 where every element is within tolerance
+    (NaN differences fail) else 0.0, sum of squared errors and of squared
+    expected values (float64), largest error, largest relative error]."""
     ca, cb = ca.to(ct), cb.to(ct)
     diff = (ca - cb).abs_()
     bmag = cb.abs()
@@ -298,7 +304,18 @@ def _pass_piece(ca, cb, ct, atol, rtol, st):
             cb.to(torch.float64, copy=True).square_().sum(), diff.max()]
     del ok
     figs.append(diff.div_(bmag.clamp_min_(max(atol, 1e-30))).max())
-    bmax, allok, e2, w2, dmax, rel = torch.stack([f.to(torch.float64) for f in figs]).tolist()
+    return torch.stack([f.to(torch.float64) for f in figs]).tolist()
+
+
+def _pass_piece(ca, cb, ct, atol, rtol, st):
+    """compare_tensor on a piece where every element passes and the
+    reference's are finite, the usual case, with one reading of the
+    device: adds the piece's figures to st and returns True; else leaves
+    st alone and returns False (_compare_pieces judges the piece)."""
+    figs = FUSED(ca, cb, atol, rtol) if FUSED is not None and ca.is_cuda else None
+    if figs is None:
+        figs = _torch_figures(ca, cb, ct, atol, rtol)
+    bmax, allok, e2, w2, dmax, rel = figs
     if allok != 1.0 or not math.isfinite(bmax):
         return False
     inf = float("inf")

@@ -169,6 +169,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
         self.model64 = None    # reference: its float64 copy, made for a recheck
         self.exact = None      # reference: this call's float64 outputs, or why not
         self.cmp = None        # reference: the comparison under way (COMPARE chunks)
+        self.fused_note = None  # reference: how its comparisons run (stark_fused.enable)
         self.sending = None    # candidate: the outputs being streamed (FETCH, PUT)
         self.exact_j = None    # reference: the same on jittered inputs (precision)
         self.centred = None    # tensors the last GEN centred (a precision probe's)

@@ -19,6 +19,7 @@ import os
 import torch
 
 import stark_cuda
+import stark_fused
 import stark_rules as R
 import stark_tensors as T
 import stark_wire as W
@@ -371,7 +372,13 @@ class Outputs:
             "no_f64": (header["f64"][:400] if isinstance(header.get("f64"), str)
                        else None),
             "claimed": header.get("digest"),
-            "digest": [0] * len(kept), "acc": [None] * len(kept)}
+            "digest": [0] * len(kept), "acc": [None] * len(kept), "note": None}
+        # The fused comparison (stark_fused), where asked for: made and
+        # tried before this worker's first comparison, said once.
+        if (self.fused_note is None and self.cfg.get("compare_kernel") is True and
+                self.role == "ref" and self.device.type == "cuda"):
+            self.fused_note = stark_fused.enable(self.device)
+            self.cmp["note"] = self.fused_note
 
     def _compare_piece(self, i, got, lo, hi):
         """The rules on a piece of output i (its bytes [lo, hi), got on this
@@ -476,6 +483,8 @@ class Outputs:
         self.exact_j = None
         self.outputs = None
         reply["results"] = results
+        if st["note"]:
+            reply["kernel"] = st["note"]
         if self.window is not None and self.window.pin_error:
             reply["window"] = self.window.pin_error
         return reply

@@ -24,7 +24,7 @@ except ValueError as e:
     print("no JSON result: %s" % e); sys.exit()
 e = d.get("env") or {}
 notes = "; ".join("%s=%s" % (k, e[k]) for k in sorted(e) if k.startswith(("mem_", "output_window",
-                  "reference_repeat", "host_mem", "timing_spin", "l2_flush", "pair_ms",
+                  "reference_repeat", "host_mem", "timing_spin", "l2_flush", "pair_ms", "compare_kernel",
                   "timing_pair")))
 ok = d.get("status") in sys.argv[2].split("|") and bool(eval(sys.argv[3]))
 print("good" if ok else "status %s (want %s): %s" % (d.get("status"), sys.argv[2],

@@ -1007,6 +1007,33 @@ START_TEST(channel_fd)
 }
 END_TEST
 
+/* The fused comparison (stark_fused) runs on GPUs alone, but its guard
+ * runs anywhere: the self-test accepts a kernel whose figures are torch's
+ * and refuses one that lets an element out of tolerance pass (naming the
+ * dtype and the case); made on the CPU, enable says why torch compares;
+ * it is asked for by STARK_COMPARE_KERNEL=fused alone. */
+START_TEST(fused_guard)
+{
+	expect_eval(NULL,
+		    "(lambda T, F: (lambda fig, lax: ("
+		    "F.self_test(type('K', (), {'device': T.torch.device('cpu'),"
+		    " 'figures': staticmethod(fig)})()),"
+		    " F.self_test(type('K', (), {'device': T.torch.device('cpu'),"
+		    " 'figures': staticmethod(lax)})()).split(':')[0],"
+		    " F.enable('cpu').startswith('torch (the fused kernel could not be made'),"
+		    " T.FUSED,"
+		    " [F.wanted(e) for e in ({}, {'STARK_COMPARE_KERNEL': 'fused'},"
+		    " {'STARK_COMPARE_KERNEL': 'torch'})]))("
+		    "lambda a, b, at, rt: T._torch_figures(a, b, T.torch.float64 if b.dtype =="
+		    " T.torch.float64 else T.torch.float32, at, rt),"
+		    " lambda a, b, at, rt: [1.0 if i == 1 else x for i, x in enumerate("
+		    "T._torch_figures(a, b, T.torch.float64 if b.dtype == T.torch.float64"
+		    " else T.torch.float32, at, rt))]))(stark_tensors, stark_fused)",
+		    "(None, 'torch.float32, out of tolerance at the end', True, None,"
+		    " [False, True, False])");
+}
+END_TEST
+
 /* The gate before a timed call (stark_referee_timing.note_launch): sized by
  * the reference's host time to its last launch, the candidate's counting
  * only up to SPIN_CAND_US, so a slow launcher buys no longer blind spot;
@@ -2129,6 +2156,7 @@ static Suite *evaluator_suite(void)
 	tcase_add_test(pieces, footprint_estimate);
 	tcase_add_test(pieces, spin_sizing);
 	tcase_add_test(pieces, channel_fd);
+	tcase_add_test(pieces, fused_guard);
 	tcase_add_test(pieces, prewarm_safe);
 	tcase_add_test(pieces, cache_key);
 	tcase_add_test(pieces, build_key_vector);
