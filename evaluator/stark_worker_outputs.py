@@ -374,9 +374,11 @@ class Outputs:
             "claimed": header.get("digest"),
             "digest": [0] * len(kept), "acc": [None] * len(kept), "note": None}
         # The fused comparison (stark_fused), where asked for: made and
-        # tried before this worker's first comparison, said once.
+        # tried before this worker's first comparison of outputs large
+        # enough to repay it, said once.
         if (self.fused_note is None and self.cfg.get("compare_kernel") is True and
-                self.role == "ref" and self.device.type == "cuda"):
+                self.role == "ref" and self.device.type == "cuda" and
+                total >= stark_fused.FUSED_MIN):
             self.fused_note = stark_fused.enable(self.device)
             self.cmp["note"] = self.fused_note
 
