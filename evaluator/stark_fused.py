@@ -20,6 +20,7 @@ STARK_COMPARE_KERNEL=fused until it is measured end to end; `torch` (the
 default) keeps torch's comparison.
 """
 
+import contextlib
 import math
 import os
 import time
@@ -47,13 +48,16 @@ struct ld_f32 { typedef float T; typedef float CT;
 	static __device__ __forceinline__ float at(const float *p, long long i) { return p[i]; } };
 struct ld_f64 { typedef double T; typedef double CT;
 	static __device__ __forceinline__ double at(const double *p, long long i) { return p[i]; } };
+__device__ __forceinline__ float h2f(unsigned short h)
+{
+	float f;
+	asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+	return f;
+}
 struct ld_f16 { typedef unsigned short T; typedef float CT;
 	static __device__ __forceinline__ float at(const unsigned short *p, long long i)
 	{
-		float f;
-		unsigned short h = p[i];
-		asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-		return f;
+		return h2f(p[i]);
 	} };
 struct ld_bf16 { typedef unsigned short T; typedef float CT;
 	static __device__ __forceinline__ float at(const unsigned short *p, long long i)
@@ -164,6 +168,12 @@ def wanted(env=None):
     return (os.environ if env is None else env).get("STARK_COMPARE_KERNEL", "") == "fused"
 
 
+def _on(device):
+    """The device current for a launch (none to make current on the CPU,
+    where tests/gpu/emu runs the kernels)."""
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+
+
 class Fused:
     """The kernels, compiled for this worker's device."""
 
@@ -192,7 +202,7 @@ class Fused:
             return None
         blocks = min(max((n + BLOCK - 1) // BLOCK, 1), self.max_blocks)
         part = torch.empty((blocks, FIGS), dtype=torch.float64, device=self.device)
-        with torch.cuda.device(self.device):
+        with _on(self.device):
             getattr(self.mod, name)((blocks,), (BLOCK,),
                                     (a, b, n, float(atol), float(rtol),
                                      max(float(atol), 1e-30), part))
@@ -223,8 +233,9 @@ def _agree(x, y):
 
 def self_test(fused):
     """The kernels against torch's figures (stark_tensors._torch_figures) on
-    each dtype, in the usual case and in each case that must fail it: an
-    element just out of tolerance (the last, past a block's share), NaN
+    each dtype, in the usual case, at the edge of the tolerance (an element
+    5% beyond it, one 5% inside) and in each case that must fail: an
+    element out of tolerance (the last, past a block's share), NaN
     in the candidate's or the reference's output, an infinity in either.
     Returns None when every case agrees, else what disagreed."""
     gen = torch.Generator().manual_seed(20261129)
@@ -236,6 +247,12 @@ def self_test(fused):
         atol, rtol = (1e-2, 1e-2) if dt in (torch.float16, torch.bfloat16) else (1e-4, 1e-4)
         near = (base + noise * 1e-6).to(dt).to(fused.device)
         cases = [("within", near, want)]
+        # Elements at the edge of their tolerance, beyond it and inside it.
+        for label, where, k in (("just out of tolerance", 40000, 1.05), ("just within", 40001, 0.95)):
+            g = near.clone()
+            w64 = want[where].to(torch.float64)
+            g[where] = w64 + k * (atol + rtol * w64.abs())
+            cases.append((label, g, want))
         for label, where, val, on_ref in (("out of tolerance at the end", -1, None, False),
                                           ("NaN", 12345, float("nan"), False),
                                           ("NaN expected", 3, float("nan"), True),

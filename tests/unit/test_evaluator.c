@@ -1029,7 +1029,7 @@ START_TEST(fused_guard)
 		    " lambda a, b, at, rt: [1.0 if i == 1 else x for i, x in enumerate("
 		    "T._torch_figures(a, b, T.torch.float64 if b.dtype == T.torch.float64"
 		    " else T.torch.float32, at, rt))]))(stark_tensors, stark_fused)",
-		    "(None, 'torch.float32, out of tolerance at the end', True, None,"
+		    "(None, 'torch.float32, just out of tolerance', True, None,"
 		    " [False, True, False])");
 }
 END_TEST
