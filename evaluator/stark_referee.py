@@ -284,6 +284,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
         # Before this process opens anything: fd 4, if open, is the GPU lock
         # the orchestrator passed (the workers never hold it: fork_worker
         # closes every descriptor but their socket).
+        self.startup_part("before", self.t_start)
         if lock_usable(LOCK_FD):
             self.lock_fd = LOCK_FD
             # The GPU is shared: its queue may move the deadline on, as far
@@ -295,7 +296,9 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
         # No CUDA call here (torch.cuda.is_available() included): a CUDA
         # runtime initialized before fork is unusable in the workers.  The
         # reference worker reports a missing device.
+        t = time.monotonic()
         self.load_problem()
+        self.startup_part("load", t)
         self.check_language()
         if self.stage == "run":
             self.build_dir = self.req["build_dir"] or None
@@ -309,13 +312,26 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
             except OSError:
                 self.tmp_cubin = None
         _stark.set_dumpable(False)
+        t = time.monotonic()
         if self.stage != "compile":
             self.window_fd = W.window_create()
             self.ref = self.spawn("ref")
         self.cand = self.spawn("cand")
+        self.startup_part("spawn", t)
         # Only now, with every worker forked, does the secret enter memory.
         self.seed = _stark.secret_seed()
         self.res["stage_ms"]["startup_ms"] = (time.monotonic() - self.t_start) * 1e3
+
+    def startup_part(self, name, t0):
+        """Adds a part of the startup stage, from t0 (time.monotonic) to
+        now, to env.startup_parts_ms: before (the process's start to its
+        first step), load, spawn, plan (the footprint on the meta device,
+        the reference's worker ready), shape, admit (the memory ledger's
+        wait)."""
+        env = self.res["env"]
+        part = "%s %.0f" % (name, (time.monotonic() - t0) * 1e3)
+        env["startup_parts_ms"] = (env["startup_parts_ms"] + " " + part
+                                   if env.get("startup_parts_ms") else part)[:200]
 
     def env_facts(self):
         env = self.res["env"]

@@ -106,6 +106,7 @@ class MemoryPlan:
             return
         t0 = time.monotonic()
         est = self.command(self.ref, W.PLAN, {"init_seed": 0}, "estimating the footprint")
+        self.startup_part("plan", t0)
         self.note_mem("ref", "plan", est)
         if self.cuda:
             budget = self.budget()
@@ -144,9 +145,13 @@ class MemoryPlan:
             want = self.mplan.need
         else:
             want = budget
+        t = time.monotonic()
         self.shape_fp = self.estimate_shape()
+        self.startup_part("shape", t)
         if self.cuda:
+            t = time.monotonic()
             self.admit(min(want, budget) if budget else want, budget)
+            self.startup_part("admit", t)
         self.res["stage_ms"]["startup_ms"] = self.res["stage_ms"].get("startup_ms", 0.0) + \
             (time.monotonic() - t0) * 1e3
 
