@@ -13,8 +13,8 @@
 	X(cuda)				\
 	X(wire)				\
 	X(tensors)			\
-	X(fused)			\
 	X(rules)			\
+	X(fused)			\
 	X(lang)				\
 	X(triton)			\
 	X(nvcc)				\

@@ -10,7 +10,9 @@ on an H200: scripts/bench-compare); the kernel here reads each element
 once.  Anything but the usual case (an element out of tolerance, NaN, an
 infinity) is left to torch's full comparison (stark_tensors._compare_pieces),
 which judges the piece again, so the kernel only ever has to answer "all
-within tolerance" rightly.
+within tolerance" rightly.  KernelBench's torch.allclose and its figures
+(stark_rules.kb_allclose: float64 differences, about twenty passes too)
+get kernels of their own, for float32 and float64, on the same terms.
 
 It is used in the reference's worker only, which is trusted; its source is
 compiled by NVRTC in memory (no cubin cache that anyone else could write)
@@ -28,6 +30,7 @@ import time
 import torch
 
 import stark_cuda
+import stark_rules as R
 import stark_tensors as T
 
 # Outputs of a call smaller than this are left to torch: the kernel's
@@ -134,6 +137,74 @@ __device__ void cmp(const typename L::T *a, const typename L::T *b, long long n,
 	}
 }
 
+/* KernelBench's torch.allclose(want, got) (stark_rules.kb_allclose): an
+ * element is close where want == got, or where d = |want - got| is finite
+ * and d <= atol + |rtol * got| in the dtype; the figures in float64:
+ * sum and largest |want - got|, and the largest of it over
+ * |got| * rtol + atol (at least 1e-300).  A block's figures into
+ * part[block * 4 ...]: sum, dmax, used, bad (an element not close, or a
+ * difference not finite). */
+template <typename T>
+__device__ void kb(const T *g, const T *w, long long n, double atol, double rtol, double *part)
+{
+	__shared__ double s[32][4];
+	T at = (T)atol, rt = (T)rtol;
+	double sum = 0, dmax = 0, used = 0;
+	int bad = 0;
+	long long step = (long long)blockDim.x * gridDim.x;
+	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+		T x = w[i], y = g[i];
+		T actual = mag(x - y);
+		T allowed = mag(rt * y);
+		allowed = at + allowed;
+		bool close = x == y || (fin(actual) && actual <= allowed);
+		double d = fabs((double)x - (double)y);
+		double lim = fabs((double)y) * rtol;
+		lim = lim + atol;
+		if (!close || !fin(d))
+			bad = 1;
+		sum += d;
+		dmax = fmax(dmax, d);
+		used = fmax(used, d / fmax(lim, 1e-300));
+	}
+	for (int o = 16; o > 0; o >>= 1) {
+		sum += __shfl_down_sync(0xffffffffu, sum, o);
+		dmax = fmax(dmax, __shfl_down_sync(0xffffffffu, dmax, o));
+		used = fmax(used, __shfl_down_sync(0xffffffffu, used, o));
+		bad |= __shfl_down_sync(0xffffffffu, bad, o);
+	}
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	if (lane == 0) {
+		s[warp][0] = sum;
+		s[warp][1] = dmax;
+		s[warp][2] = used;
+		s[warp][3] = bad;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		double r[4] = {0, 0, 0, 0};
+		for (int k = 0; k < (int)(blockDim.x + 31) / 32; k++) {
+			r[0] += s[k][0];
+			for (int j = 1; j < 4; j++)
+				r[j] = fmax(r[j], s[k][j]);
+		}
+		for (int j = 0; j < 4; j++)
+			part[(long long)blockIdx.x * 4 + j] = r[j];
+	}
+}
+
+extern "C" __global__ void stark_kb_f32(const float *g, const float *w, long long n,
+	double atol, double rtol, double *part)
+{
+	kb<float>(g, w, n, atol, rtol, part);
+}
+
+extern "C" __global__ void stark_kb_f64(const double *g, const double *w, long long n,
+	double atol, double rtol, double *part)
+{
+	kb<double>(g, w, n, atol, rtol, part);
+}
+
 extern "C" __global__ void stark_cmp_f32(const float *a, const float *b, long long n,
 	double atol, double rtol, double floor_, double *part)
 {
@@ -161,6 +232,9 @@ extern "C" __global__ void stark_cmp_bf16(const unsigned short *a, const unsigne
 
 _KERNELS = {torch.float32: "stark_cmp_f32", torch.float64: "stark_cmp_f64",
             torch.float16: "stark_cmp_f16", torch.bfloat16: "stark_cmp_bf16"}
+
+
+_KB_KERNELS = {torch.float32: "stark_kb_f32", torch.float64: "stark_kb_f64"}
 
 
 def wanted(env=None):
@@ -211,6 +285,29 @@ class Fused:
                             part[:, 4].max()])
         return figs.tolist()
 
+    def kb_figures(self, got, want, atol, rtol):
+        """stark_rules.kb_allclose's result for contiguous pieces of one
+        float32 or float64 dtype on this device where every element is
+        close and every difference finite (KernelBench's usual case), else
+        None (kb_allclose judges the piece)."""
+        name = _KB_KERNELS.get(want.dtype)
+        n = want.numel()
+        if (name is None or got.dtype != want.dtype or got.numel() != n or n == 0 or
+                got.device != self.device or want.device != self.device or
+                not got.is_contiguous() or not want.is_contiguous()):
+            return None
+        blocks = min(max((n + BLOCK - 1) // BLOCK, 1), self.max_blocks)
+        part = torch.empty((blocks, 4), dtype=torch.float64, device=self.device)
+        with _on(self.device):
+            getattr(self.mod, name)((blocks,), (BLOCK,),
+                                    (got, want, n, float(atol), float(rtol), part))
+        total, dmax, used, bad = torch.stack([part[:, 0].sum(), part[:, 1].max(),
+                                              part[:, 2].max(), part[:, 3].max()]).tolist()
+        if bad != 0.0:
+            return None
+        return {"close": True, "nbad": 0, "first": None, "max_diff": dmax,
+                "avg_diff": total / n, "used": used, "n": n}
+
 
 def _passes(f):
     """What stark_tensors._pass_piece decides from figures f."""
@@ -229,6 +326,83 @@ def _agree(x, y):
         if x[i] != y[i]:
             return False
     return all(abs(x[i] - y[i]) <= 1e-9 * max(abs(y[i]), 1e-300) for i in (2, 3))
+
+
+def _kb_usual(r):
+    """Whether kb_allclose's result r is KernelBench's usual case (every
+    element close, every figure finite): what kb_figures answers."""
+    return r["close"] and all(math.isfinite(r[k]) for k in ("max_diff", "used"))
+
+
+def _kb_agree(x, y):
+    """kb_figures's x (None: not the usual case) and kb_allclose's y: the
+    same case, and in the usual one equal maxima and sums within 1e-9."""
+    if (x is not None) != _kb_usual(y):
+        return False
+    if x is None:
+        return True
+    return (x["close"] and x["nbad"] == y["nbad"] == 0 and x["max_diff"] == y["max_diff"] and
+            x["used"] == y["used"] and
+            abs(x["avg_diff"] - y["avg_diff"]) <= 1e-9 * max(abs(y["avg_diff"]), 1e-300))
+
+
+def kb_torch(got, want, atol, rtol):
+    """stark_rules.kb_allclose by torch alone, whatever FUSED_KB holds."""
+    saved, R.FUSED_KB = R.FUSED_KB, None
+    try:
+        return R.kb_allclose(got, want, atol, rtol)
+    finally:
+        R.FUSED_KB = saved
+
+
+def kb_self_test(fused):
+    """KernelBench's kernels against stark_rules.kb_allclose, as self_test
+    does for the others: float32 and float64, within, at the edge of and
+    beyond KernelBench's tolerance (|got| times rtol plus atol), NaN on
+    either side, infinities equal (close to torch, not finite) and not.
+    Returns None when every case agrees, else what disagreed."""
+    gen = torch.Generator().manual_seed(20261130)
+    base = torch.randn(70001, generator=gen, dtype=torch.float64)
+    noise = torch.randn(70001, generator=gen, dtype=torch.float64)
+    for dt in _KB_KERNELS:
+        for atol, rtol in ((1e-2, 1e-2), (1e-4, 1e-4)):
+            want = base.to(dt).to(fused.device)
+            near = (base + noise * 1e-6).to(dt).to(fused.device)
+            cases = [("within", near, want)]
+            for label, where, k in (("just out of tolerance", 40000, 1.05),
+                                    ("just within", 40001, 0.95),
+                                    ("out of tolerance at the end", -1, 10.0)):
+                g = near.clone()
+                w64 = want[where].to(torch.float64)
+                g[where] = w64 + k * (atol + rtol * w64.abs())
+                cases.append((label, g, want))
+            for label, where, gv, wv in (("NaN", 12345, float("nan"), None),
+                                         ("NaN expected", 3, None, float("nan")),
+                                         ("equal infinities", 777, float("inf"), float("inf")),
+                                         ("an infinity", 0, float("-inf"), None)):
+                g, w = near.clone(), want.clone()
+                if gv is not None:
+                    g[where] = gv
+                if wv is not None:
+                    w[where] = wv
+                cases.append((label, g, w))
+            for label, g, w in cases:
+                x = fused.kb_figures(g, w, atol, rtol)
+                y = kb_torch(g, w, atol, rtol)
+                if not _kb_agree(x, y):
+                    return "KernelBench's, %s, tolerance %g, %s: kernel %s, torch %s" % (
+                        dt, atol, label, x, y)
+        # Which magnitude KernelBench's tolerance scales: the candidate's
+        # (rtol 0.5: 1.9 against 1.0 is close, 1.0 against 1.9 is not).
+        for label, gv, wv in (("the candidate's magnitude, close", 1.9, 1.0),
+                              ("the candidate's magnitude, not close", 1.0, 1.9)):
+            g = base.to(dt).to(fused.device)
+            w = g.clone()
+            g[50000], w[50000] = gv, wv
+            x, y = fused.kb_figures(g, w, 0.0, 0.5), kb_torch(g, w, 0.0, 0.5)
+            if not _kb_agree(x, y):
+                return "KernelBench's, %s, %s: kernel %s, torch %s" % (dt, label, x, y)
+    return None
 
 
 def self_test(fused):
@@ -253,6 +427,15 @@ def self_test(fused):
             w64 = want[where].to(torch.float64)
             g[where] = w64 + k * (atol + rtol * w64.abs())
             cases.append((label, g, want))
+        # Which magnitude the tolerance scales: the expected value's
+        # (rtol 0.5: 1.0 against 1.9 passes, 1.9 against 1.0 does not).
+        for label, gv, wv in (("the expected magnitude, within", 1.0, 1.9),
+                              ("the expected magnitude, beyond", 1.9, 1.0)):
+            g, w = near.clone(), want.clone()
+            g[50000], w[50000] = gv, wv
+            x, y = fused.figures(g, w, 0.0, 0.5), T._torch_figures(g, w, ct, 0.0, 0.5)
+            if x is None or not _agree(x, y):
+                return "%s, %s: kernel %s, torch %s" % (dt, label, x, y)
         for label, where, val, on_ref in (("out of tolerance at the end", -1, None, False),
                                           ("NaN", 12345, float("nan"), False),
                                           ("NaN expected", 3, float("nan"), True),
@@ -282,11 +465,12 @@ def enable(device):
     try:
         fused = Fused(device)
         t1 = time.monotonic()
-        why = self_test(fused)
+        why = self_test(fused) or kb_self_test(fused)
     except Exception as e:              # NVRTC missing, a compile or launch error
         return "torch (the fused kernel could not be made: %s)" % (str(e).splitlines()[0][:200],)
     if why is not None:
         return "torch (the fused kernel disagreed with torch: %s)" % why[:300]
     T.FUSED = fused.figures
+    R.FUSED_KB = fused.kb_figures
     return "fused (one pass; made in %.0f ms, self-test passed in %.0f ms)" % (
         (t1 - t0) * 1e3, (time.monotonic() - t1) * 1e3)

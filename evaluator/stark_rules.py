@@ -336,6 +336,12 @@ def kb_merge(acc, r, base):
     return acc
 
 
+# KernelBench's usual case in one pass on a GPU, where the reference's worker
+# has it (stark_fused.enable sets it): fn(got, want, atol, rtol) -> this
+# function's result, or None where torch must judge.
+FUSED_KB = None
+
+
 def kb_allclose(got, want, atol, rtol):
     """torch.allclose(want, got, atol=atol, rtol=rtol) as KernelBench calls
     it (the reference's output first, so rtol multiplies the candidate's
@@ -348,6 +354,10 @@ def kb_allclose(got, want, atol, rtol):
         raise RuntimeError("%s did not match %s" % (W.dtype_name(want.dtype).title(),
                                                      W.dtype_name(got.dtype).title()))
     g, w = got.reshape(-1), want.reshape(-1)
+    if FUSED_KB is not None and g.is_cuda:
+        r = FUSED_KB(g, w, atol, rtol)
+        if r is not None:
+            return r
     close, nbad, total, first = True, 0, 0.0, None
     max_diff, used = 0.0, 0.0
     n = w.numel()

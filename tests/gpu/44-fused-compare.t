@@ -4,7 +4,7 @@
 # floating dtype and of sizes around a block's and a grid's share, with
 # errors within and beyond tolerance, NaN and infinities at random places,
 # they decide as torch's figures do and agree with them (maxima equal, sums
-# within 1e-9); end to end, 6 GiB outputs are judged correct at 1.00x
+# within 1e-9), and KernelBench's kernels as its torch.allclose does; end to end, 6 GiB outputs are judged correct at 1.00x
 # within 2% through them, one wrong element at their end or one NaN in
 # their middle incorrect, and a thread writing over the device window after
 # the call (32 MiB outputs: torch compares) never correct.  About 4 minutes
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/../.." || exit 1
 TMP=$(mktemp -d) || exit 1
 trap 'rm -rf "$TMP"' EXIT
 . tests/gpu/judge.sh
-echo "1..6"
+echo "1..7"
 
 got=$("$PY" - <<'PY'
 import sys
@@ -34,12 +34,17 @@ cases = 400
 bad, passed = fused_cases.run(fused, cases, sizes)
 print("good" if not bad and 0 < passed < cases else "%d of %d disagree: %s" % (len(bad), cases, bad[:3]))
 print("# %d pieces, %d passing by torch's figures, %d disagreements" % (cases, passed, len(bad)))
+bad, usual = fused_cases.run_kb(fused, cases, sizes)
+print("good" if not bad and 0 < usual < cases else "%d of %d disagree: %s" % (len(bad), cases, bad[:3]))
+print("# KernelBench's: %d pieces, %d in its usual case, %d disagreements" % (cases, usual, len(bad)))
 PY
 )
 l1=$(sed -n 1p <<<"$got")
 l2=$(grep -v '^#' <<<"$got" | sed -n 2p)
+l3=$(grep -v '^#' <<<"$got" | sed -n 3p)
 if [ "$l1" = good ]; then ok "the fused kernels compile on this GPU and pass their self-test"; else notok "the fused kernels compile and pass their self-test" "$l1"; fi
 if [ "$l2" = good ]; then ok "they decide as torch's figures do on random pieces of every floating dtype"; else notok "they decide as torch's figures do" "$l2"; fi
+if [ "$l3" = good ]; then ok "KernelBench's kernels answer as its torch.allclose does on random pieces"; else notok "KernelBench's kernels answer as its torch.allclose does" "$l3"; fi
 grep '^#' <<<"$got"
 
 export STARK_COMPARE_KERNEL=fused

@@ -1008,29 +1008,36 @@ START_TEST(channel_fd)
 END_TEST
 
 /* The fused comparison (stark_fused) runs on GPUs alone, but its guard
- * runs anywhere: the self-test accepts a kernel whose figures are torch's
- * and refuses one that lets an element out of tolerance pass (naming the
- * dtype and the case); made on the CPU, enable says why torch compares;
- * it is asked for by STARK_COMPARE_KERNEL=fused alone. */
+ * runs anywhere: the self-tests accept kernels whose figures are torch's
+ * and refuse one that lets an element out of tolerance pass, or that calls
+ * close what KernelBench's torch.allclose does not (naming the dtype and
+ * the case); made on the CPU, enable says why torch compares; it is asked
+ * for by STARK_COMPARE_KERNEL=fused alone. */
 START_TEST(fused_guard)
 {
 	expect_eval(NULL,
-		    "(lambda T, F: (lambda fig, lax: ("
-		    "F.self_test(type('K', (), {'device': T.torch.device('cpu'),"
-		    " 'figures': staticmethod(fig)})()),"
-		    " F.self_test(type('K', (), {'device': T.torch.device('cpu'),"
-		    " 'figures': staticmethod(lax)})()).split(':')[0],"
+		    "(lambda T, F: (lambda K, fig, lax, kbf, kblax: ("
+		    "F.self_test(K(fig, kbf)), F.kb_self_test(K(fig, kbf)),"
+		    " F.self_test(K(lax, kbf)).split(':')[0],"
+		    " F.kb_self_test(K(fig, kblax)).split(':')[0],"
 		    " F.enable('cpu').startswith('torch (the fused kernel could not be made'),"
 		    " T.FUSED,"
 		    " [F.wanted(e) for e in ({}, {'STARK_COMPARE_KERNEL': 'fused'},"
 		    " {'STARK_COMPARE_KERNEL': 'torch'})]))("
-		    "lambda a, b, at, rt: T._torch_figures(a, b, T.torch.float64 if b.dtype =="
+		    "lambda f, k: type('K', (), {'device': T.torch.device('cpu'),"
+		    " 'figures': staticmethod(f), 'kb_figures': staticmethod(k)})(),"
+		    " lambda a, b, at, rt: T._torch_figures(a, b, T.torch.float64 if b.dtype =="
 		    " T.torch.float64 else T.torch.float32, at, rt),"
 		    " lambda a, b, at, rt: [1.0 if i == 1 else x for i, x in enumerate("
 		    "T._torch_figures(a, b, T.torch.float64 if b.dtype == T.torch.float64"
-		    " else T.torch.float32, at, rt))]))(stark_tensors, stark_fused)",
-		    "(None, 'torch.float32, just out of tolerance', True, None,"
-		    " [False, True, False])");
+		    " else T.torch.float32, at, rt))],"
+		    " lambda g, w, at, rt: (lambda r: r if F._kb_usual(r) else None)("
+		    "F.kb_torch(g, w, at, rt)),"
+		    " lambda g, w, at, rt: dict(F.kb_torch(g, w, at, rt), close=True)))"
+		    "(stark_tensors, stark_fused)",
+		    "(None, None, 'torch.float32, the expected magnitude, beyond',"
+		    " \"KernelBench's, torch.float32, tolerance 0.01, just out of tolerance\","
+		    " True, None, [False, True, False])");
 }
 END_TEST
 

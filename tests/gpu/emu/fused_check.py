@@ -37,15 +37,18 @@ def emulated():
 def main():
     n_cases = int(sys.argv[1]) if len(sys.argv) > 1 else 200
     f = emulated()
-    why = F.self_test(f)
-    print("fused_check: the evaluator's self-test: %s" % (why or "passed"))
+    why = F.self_test(f) or F.kb_self_test(f)
+    print("fused_check: the evaluator's self-tests: %s" % (why or "passed"))
     sizes = (1, 31, 255, 256, 257, BLOCKS * F.BLOCK - 1, BLOCKS * F.BLOCK + 5, 5003)
     bad, passed = fused_cases.run(f, n_cases, sizes, each=lambda k: emu.set_order(k % 4))
     print("fused_check: %d random pieces, %d passing by torch's figures, %d disagreements"
           % (n_cases, passed, len(bad)))
-    for b in bad[:10]:
+    kb_bad, usual = fused_cases.run_kb(f, n_cases, sizes, each=lambda k: emu.set_order(k % 4))
+    print("fused_check: %d random pieces for KernelBench's comparison, %d in its usual case, "
+          "%d disagreements" % (n_cases, usual, len(kb_bad)))
+    for b in (bad + kb_bad)[:10]:
         print("  " + b)
-    return 1 if why or bad or not 0 < passed < n_cases else 0
+    return 1 if why or bad or kb_bad or not 0 < passed < n_cases or not 0 < usual < n_cases else 0
 
 
 if __name__ == "__main__":
