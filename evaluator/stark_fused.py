@@ -458,8 +458,9 @@ def self_test(fused):
 
 
 def enable(device):
-    """Compiles the kernels for device, tries them (self_test) and, where
-    they agree with torch, has stark_tensors use them for the usual case.
+    """Compiles the kernels for device, tries them (self_test,
+    kb_self_test) and, where they agree with torch, has stark_tensors and
+    stark_rules use them for the usual case.
     Returns a note for the result's env: how the comparison runs."""
     t0 = time.monotonic()
     try:
@@ -467,7 +468,8 @@ def enable(device):
         t1 = time.monotonic()
         why = self_test(fused) or kb_self_test(fused)
     except Exception as e:              # NVRTC missing, a compile or launch error
-        return "torch (the fused kernel could not be made: %s)" % (str(e).splitlines()[0][:200],)
+        why = (str(e).strip() or type(e).__name__).splitlines()[0]
+        return "torch (the fused kernel could not be made: %s)" % why[:200]
     if why is not None:
         return "torch (the fused kernel disagreed with torch: %s)" % why[:300]
     T.FUSED = fused.figures
