@@ -81,13 +81,38 @@ __device__ __forceinline__ bool fin(double x)
 	return (__double_as_longlong(x) & 0x7ff0000000000000ll) != 0x7ff0000000000000ll;
 }
 
+/* A block's N figures, the first S summed and the others the largest (all
+ * of them at least 0), into part[block * N ...]: across a warp's lanes by
+ * shuffles, then across its warps through shared memory. */
+template <int N, int S>
+__device__ void block_figures(double *v, double *part)
+{
+	__shared__ double s[32][N];
+	for (int o = 16; o > 0; o >>= 1)
+		for (int j = 0; j < N; j++) {
+			double u = __shfl_down_sync(0xffffffffu, v[j], o);
+			v[j] = j < S ? v[j] + u : fmax(v[j], u);
+		}
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	if (lane == 0)
+		for (int j = 0; j < N; j++)
+			s[warp][j] = v[j];
+	__syncthreads();
+	if (threadIdx.x == 0)
+		for (int j = 0; j < N; j++) {
+			double r = 0;
+			for (int k = 0; k < (int)(blockDim.x + 31) / 32; k++)
+				r = j < S ? r + s[k][j] : fmax(r, s[k][j]);
+			part[(long long)blockIdx.x * N + j] = r;
+		}
+}
+
 /* One block's figures into part[block * 6 ...]: e2, w2, bmax, dmax, rel, bad. */
 template <typename L>
 __device__ void cmp(const typename L::T *a, const typename L::T *b, long long n,
 		    double atol, double rtol, double floor_, double *part)
 {
 	typedef typename L::CT CT;
-	__shared__ double s[32][6];
 	CT at = (CT)atol, rt = (CT)rtol, fl = (CT)floor_;
 	double e2 = 0, w2 = 0;
 	CT bmax = 0, dmax = 0, rel = 0;
@@ -106,35 +131,8 @@ __device__ void cmp(const typename L::T *a, const typename L::T *b, long long n,
 		dmax = big(dmax, d);
 		rel = big(rel, d / big(m, fl));
 	}
-	for (int o = 16; o > 0; o >>= 1) {
-		e2 += __shfl_down_sync(0xffffffffu, e2, o);
-		w2 += __shfl_down_sync(0xffffffffu, w2, o);
-		bmax = big(bmax, __shfl_down_sync(0xffffffffu, bmax, o));
-		dmax = big(dmax, __shfl_down_sync(0xffffffffu, dmax, o));
-		rel = big(rel, __shfl_down_sync(0xffffffffu, rel, o));
-		bad |= __shfl_down_sync(0xffffffffu, bad, o);
-	}
-	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	if (lane == 0) {
-		s[warp][0] = e2;
-		s[warp][1] = w2;
-		s[warp][2] = bmax;
-		s[warp][3] = dmax;
-		s[warp][4] = rel;
-		s[warp][5] = bad;
-	}
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		double r[6] = {0, 0, 0, 0, 0, 0};
-		for (int k = 0; k < (int)(blockDim.x + 31) / 32; k++) {
-			r[0] += s[k][0];
-			r[1] += s[k][1];
-			for (int j = 2; j < 6; j++)
-				r[j] = fmax(r[j], s[k][j]);
-		}
-		for (int j = 0; j < 6; j++)
-			part[(long long)blockIdx.x * 6 + j] = r[j];
-	}
+	double v[6] = {e2, w2, (double)bmax, (double)dmax, (double)rel, (double)bad};
+	block_figures<6, 2>(v, part);
 }
 
 /* KernelBench's torch.allclose(want, got) (stark_rules.kb_allclose): an
@@ -147,7 +145,6 @@ __device__ void cmp(const typename L::T *a, const typename L::T *b, long long n,
 template <typename T>
 __device__ void kb(const T *g, const T *w, long long n, double atol, double rtol, double *part)
 {
-	__shared__ double s[32][4];
 	T at = (T)atol, rt = (T)rtol;
 	double sum = 0, dmax = 0, used = 0;
 	int bad = 0;
@@ -167,30 +164,8 @@ __device__ void kb(const T *g, const T *w, long long n, double atol, double rtol
 		dmax = fmax(dmax, d);
 		used = fmax(used, d / fmax(lim, 1e-300));
 	}
-	for (int o = 16; o > 0; o >>= 1) {
-		sum += __shfl_down_sync(0xffffffffu, sum, o);
-		dmax = fmax(dmax, __shfl_down_sync(0xffffffffu, dmax, o));
-		used = fmax(used, __shfl_down_sync(0xffffffffu, used, o));
-		bad |= __shfl_down_sync(0xffffffffu, bad, o);
-	}
-	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	if (lane == 0) {
-		s[warp][0] = sum;
-		s[warp][1] = dmax;
-		s[warp][2] = used;
-		s[warp][3] = bad;
-	}
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		double r[4] = {0, 0, 0, 0};
-		for (int k = 0; k < (int)(blockDim.x + 31) / 32; k++) {
-			r[0] += s[k][0];
-			for (int j = 1; j < 4; j++)
-				r[j] = fmax(r[j], s[k][j]);
-		}
-		for (int j = 0; j < 4; j++)
-			part[(long long)blockIdx.x * 4 + j] = r[j];
-	}
+	double v[4] = {sum, dmax, used, (double)bad};
+	block_figures<4, 1>(v, part);
 }
 
 extern "C" __global__ void stark_kb_f32(const float *g, const float *w, long long n,
