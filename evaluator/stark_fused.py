@@ -237,52 +237,51 @@ class Fused:
             sms = torch.cuda.get_device_properties(self.device).multi_processor_count
         self.max_blocks = max(sms, 1) * BLOCKS_PER_SM
 
-    def figures(self, a, b, atol, rtol):
-        """[bmax, allok, e2, w2, dmax, rel] of contiguous pieces a (the
-        candidate's) and b (the reference's) of one dtype on this device,
-        as stark_tensors._pass_figures gives them (allok 1.0 or 0.0; a
-        non-finite expected value makes allok 0.0), or None for a dtype or
-        device the kernels do not take."""
-        name = _KERNELS.get(b.dtype)
-        n = b.numel()
-        if (name is None or a.dtype != b.dtype or a.numel() != n or n == 0 or
-                a.device != self.device or b.device != self.device or
-                not a.is_contiguous() or not b.is_contiguous()):
-            return None
-        blocks = min(max((n + BLOCK - 1) // BLOCK, 1), self.max_blocks)
-        part = torch.empty((blocks, FIGS), dtype=torch.float64, device=self.device)
-        with _on(self.device):
-            getattr(self.mod, name)((blocks,), (BLOCK,),
-                                    (a, b, n, float(atol), float(rtol),
-                                     max(float(atol), 1e-30), part))
-        figs = torch.stack([part[:, 2].max(), (part[:, 5].max() == 0).to(torch.float64),
-                            part[:, 0].sum(), part[:, 1].sum(), part[:, 3].max(),
-                            part[:, 4].max()])
-        return figs.tolist()
-
-    def kb_figures(self, got, want, atol, rtol):
-        """stark_rules.kb_allclose's result for contiguous pieces of one
-        float32 or float64 dtype on this device where every element is
-        close and every difference finite (KernelBench's usual case), else
-        None (kb_allclose judges the piece)."""
-        name = _KB_KERNELS.get(want.dtype)
+    def _run(self, kernels, got, want, nfigs, extra=()):
+        """The kernel of `kernels` for want's dtype over contiguous pieces
+        got and want of one dtype and size on this device: the per-block
+        figures (blocks x nfigs, float64, on the device), or None for a
+        piece the kernels do not take."""
+        name = kernels.get(want.dtype)
         n = want.numel()
         if (name is None or got.dtype != want.dtype or got.numel() != n or n == 0 or
                 got.device != self.device or want.device != self.device or
                 not got.is_contiguous() or not want.is_contiguous()):
             return None
         blocks = min(max((n + BLOCK - 1) // BLOCK, 1), self.max_blocks)
-        part = torch.empty((blocks, 4), dtype=torch.float64, device=self.device)
+        part = torch.empty((blocks, nfigs), dtype=torch.float64, device=self.device)
         with _on(self.device):
-            getattr(self.mod, name)((blocks,), (BLOCK,),
-                                    (got, want, n, float(atol), float(rtol), part))
+            getattr(self.mod, name)((blocks,), (BLOCK,), (got, want, n) + tuple(extra) + (part,))
+        return part
+
+    def figures(self, a, b, atol, rtol):
+        """[bmax, allok, e2, w2, dmax, rel] of contiguous pieces a (the
+        candidate's) and b (the reference's) of one dtype on this device,
+        as stark_tensors._torch_figures gives them (allok 1.0 or 0.0; a
+        non-finite expected value makes allok 0.0), or None for a dtype or
+        device the kernels do not take."""
+        part = self._run(_KERNELS, a, b, FIGS,
+                         (float(atol), float(rtol), max(float(atol), 1e-30)))
+        if part is None:
+            return None
+        return torch.stack([part[:, 2].max(), (part[:, 5].max() == 0).to(torch.float64),
+                            part[:, 0].sum(), part[:, 1].sum(), part[:, 3].max(),
+                            part[:, 4].max()]).tolist()
+
+    def kb_figures(self, got, want, atol, rtol):
+        """stark_rules.kb_allclose's result for contiguous pieces of one
+        float32 or float64 dtype on this device where every element is
+        close and every difference finite (KernelBench's usual case), else
+        None (kb_allclose judges the piece)."""
+        part = self._run(_KB_KERNELS, got, want, 4, (float(atol), float(rtol)))
+        if part is None:
+            return None
         total, dmax, used, bad = torch.stack([part[:, 0].sum(), part[:, 1].max(),
                                               part[:, 2].max(), part[:, 3].max()]).tolist()
         if bad != 0.0:
             return None
         return {"close": True, "nbad": 0, "first": None, "max_diff": dmax,
-                "avg_diff": total / n, "used": used, "n": n}
-
+                "avg_diff": total / want.numel(), "used": used, "n": want.numel()}
 
 def _passes(f):
     """What stark_tensors._pass_piece decides from figures f."""
