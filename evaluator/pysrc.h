@@ -11,6 +11,7 @@
 
 #define STARK_HARNESS(X)		\
 	X(cuda)				\
+	X(memory)			\
 	X(wire)				\
 	X(tensors)			\
 	X(rules)			\
@@ -31,7 +32,6 @@
 	X(referee_workers)		\
 	X(referee_lock)			\
 	X(referee_cpus)			\
-	X(memory)			\
 	X(referee_memory)		\
 	X(referee_compare)		\
 	X(referee_data)			\

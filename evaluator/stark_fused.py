@@ -17,14 +17,14 @@ get kernels of their own, for float32 and float64, on the same terms.
 It is used in the reference's worker only, which is trusted; its source is
 compiled by NVRTC in memory (no cubin cache that anyone else could write)
 and tried on a self-test against torch's figures before its first use; a
-kernel that disagrees is not used, and the note says why.  Opt in with
-STARK_COMPARE_KERNEL=fused until it is measured end to end; `torch` (the
-default) keeps torch's comparison.
+kernel that disagrees is not used, and the note says why.  The default on
+GPUs; STARK_COMPARE_KERNEL=torch keeps torch's comparison.
 """
 
 import contextlib
 import math
 import os
+import threading
 import time
 
 import torch
@@ -34,12 +34,20 @@ import stark_rules as R
 import stark_tensors as T
 
 # Outputs of a call smaller than this are left to torch: the kernel's
-# making and self-test (NVRTC, once an evaluation) outweigh what it saves
-# on them (13 ms a GiB of a comparison, some 40 comparisons an evaluation).
+# self-test on the device (35-260 ms on an H200, once an evaluation)
+# outweighs what it saves on them (about 11 ms a GiB of a comparison, some
+# 40 comparisons an evaluation).
 FUSED_MIN = 64 << 20
 BLOCK = 256                   # threads a block
 BLOCKS_PER_SM = 8             # the grid: this many blocks an SM at most
 FIGS = 6                      # a block's figures: e2, w2, bmax, dmax, rel, bad
+# How long enable waits for prepare's thread (NVRTC).
+PREPARE_WAIT_S = 120
+# The self-tests' pieces: under torch's grain for work on several threads
+# (32768 elements), so that making them on the CPU is quick and single-
+# threaded (at 70001 elements and every core busy, OpenMP's teams made
+# them take seconds).
+CASE_N = 20001
 
 # The tolerance test is torch's, operation by operation (d = |x - y|,
 # t = |y| * rtol, t = t + atol, d <= t, each rounded in the compute type):
@@ -213,8 +221,9 @@ _KB_KERNELS = {torch.float32: "stark_kb_f32", torch.float64: "stark_kb_f64"}
 
 
 def wanted(env=None):
-    """Whether the fused comparison is asked for ($STARK_COMPARE_KERNEL)."""
-    return (os.environ if env is None else env).get("STARK_COMPARE_KERNEL", "") == "fused"
+    """Whether the fused comparison is wanted: unless $STARK_COMPARE_KERNEL
+    is "torch"."""
+    return (os.environ if env is None else env).get("STARK_COMPARE_KERNEL", "") != "torch"
 
 
 def _on(device):
@@ -305,7 +314,7 @@ def _agree(x, y):
 def _kb_usual(r):
     """Whether kb_allclose's result r is KernelBench's usual case (every
     element close, every figure finite): what kb_figures answers."""
-    return r["close"] and all(math.isfinite(r[k]) for k in ("max_diff", "used"))
+    return r["close"] and all(math.isfinite(r[k]) for k in ("max_diff", "avg_diff", "used"))
 
 
 def _kb_agree(x, y):
@@ -329,22 +338,25 @@ def kb_torch(got, want, atol, rtol):
         R.FUSED_KB = saved
 
 
-def kb_self_test(fused):
-    """KernelBench's kernels against stark_rules.kb_allclose, as self_test
-    does for the others: float32 and float64, within, at the edge of and
-    beyond KernelBench's tolerance (|got| times rtol plus atol), NaN on
-    either side, infinities equal (close to torch, not finite) and not.
-    Returns None when every case agrees, else what disagreed."""
+def kb_self_cases():
+    """kb_self_test's cases, made on the CPU with KernelBench's answer there
+    (stark_rules.kb_allclose): (label, got, want, atol, rtol, answer) for
+    float32 and float64, within, at the edge of and beyond KernelBench's
+    tolerance (|got| times rtol plus atol), NaN on either side, infinities
+    equal (close to torch, not finite) and not, and which magnitude the
+    tolerance scales: the candidate's (rtol 0.5: 1.9 against 1.0 is close,
+    1.0 against 1.9 is not)."""
     gen = torch.Generator().manual_seed(20261130)
-    base = torch.randn(70001, generator=gen, dtype=torch.float64)
-    noise = torch.randn(70001, generator=gen, dtype=torch.float64)
+    base = torch.randn(CASE_N, generator=gen, dtype=torch.float64)
+    noise = torch.randn(CASE_N, generator=gen, dtype=torch.float64)
+    out = []
     for dt in _KB_KERNELS:
         for atol, rtol in ((1e-2, 1e-2), (1e-4, 1e-4)):
-            want = base.to(dt).to(fused.device)
-            near = (base + noise * 1e-6).to(dt).to(fused.device)
+            want = base.to(dt, copy=True)
+            near = (base + noise * 1e-6).to(dt)
             cases = [("within", near, want)]
-            for label, where, k in (("just out of tolerance", 40000, 1.05),
-                                    ("just within", 40001, 0.95),
+            for label, where, k in (("just out of tolerance", 15000, 1.05),
+                                    ("just within", 15001, 0.95),
                                     ("out of tolerance at the end", -1, 10.0)):
                 g = near.clone()
                 w64 = want[where].to(torch.float64)
@@ -361,55 +373,58 @@ def kb_self_test(fused):
                     w[where] = wv
                 cases.append((label, g, w))
             for label, g, w in cases:
-                x = fused.kb_figures(g, w, atol, rtol)
-                y = kb_torch(g, w, atol, rtol)
-                if not _kb_agree(x, y):
-                    return "KernelBench's, %s, tolerance %g, %s: kernel %s, torch %s" % (
-                        dt, atol, label, x, y)
-        # Which magnitude KernelBench's tolerance scales: the candidate's
-        # (rtol 0.5: 1.9 against 1.0 is close, 1.0 against 1.9 is not).
+                out.append(("KernelBench's, %s, tolerance %g, %s" % (dt, atol, label),
+                            g, w, atol, rtol, kb_torch(g, w, atol, rtol)))
         for label, gv, wv in (("the candidate's magnitude, close", 1.9, 1.0),
                               ("the candidate's magnitude, not close", 1.0, 1.9)):
-            g = base.to(dt).to(fused.device)
+            g = base.to(dt, copy=True)
             w = g.clone()
-            g[50000], w[50000] = gv, wv
-            x, y = fused.kb_figures(g, w, 0.0, 0.5), kb_torch(g, w, 0.0, 0.5)
-            if not _kb_agree(x, y):
-                return "KernelBench's, %s, %s: kernel %s, torch %s" % (dt, label, x, y)
+            g[17000], w[17000] = gv, wv
+            out.append(("KernelBench's, %s, %s" % (dt, label), g, w, 0.0, 0.5,
+                        kb_torch(g, w, 0.0, 0.5)))
+    return out
+
+
+def kb_self_test(fused, cases=None):
+    """KernelBench's kernels against stark_rules.kb_allclose on
+    kb_self_cases (made now unless given).  Returns None when every case
+    agrees (stark_fused._kb_agree), else what disagreed."""
+    for label, g, w, atol, rtol, y in (kb_self_cases() if cases is None else cases):
+        x = fused.kb_figures(g.to(fused.device), w.to(fused.device), atol, rtol)
+        if not _kb_agree(x, y):
+            return "%s: kernel %s, torch %s" % (label, x, y)
     return None
 
 
-def self_test(fused):
-    """The kernels against torch's figures (stark_tensors._torch_figures) on
-    each dtype, in the usual case, at the edge of the tolerance (an element
-    5% beyond it, one 5% inside) and in each case that must fail: an
-    element out of tolerance (the last, past a block's share), NaN
-    in the candidate's or the reference's output, an infinity in either.
-    Returns None when every case agrees, else what disagreed."""
+def self_cases():
+    """self_test's cases, made on the CPU with torch's figures there
+    (stark_tensors._torch_figures): (label, got, want, atol, rtol, figures)
+    for each dtype, in the usual case, at the edge of the tolerance (an
+    element 5% beyond it, one 5% inside), which magnitude the tolerance
+    scales (the expected value's: rtol 0.5, 1.0 against 1.9 passes, 1.9
+    against 1.0 does not) and in each case that must fail: an element out
+    of tolerance (the last, past a block's share), NaN in the candidate's
+    or the reference's output, an infinity in either."""
     gen = torch.Generator().manual_seed(20261129)
-    base = torch.randn(70001, generator=gen, dtype=torch.float64)
-    noise = torch.randn(70001, generator=gen, dtype=torch.float64)
+    base = torch.randn(CASE_N, generator=gen, dtype=torch.float64)
+    noise = torch.randn(CASE_N, generator=gen, dtype=torch.float64)
+    out = []
     for dt in _KERNELS:
         ct = torch.float64 if dt == torch.float64 else torch.float32
-        want = base.to(dt).to(fused.device)
+        want = base.to(dt, copy=True)
         atol, rtol = (1e-2, 1e-2) if dt in (torch.float16, torch.bfloat16) else (1e-4, 1e-4)
-        near = (base + noise * 1e-6).to(dt).to(fused.device)
-        cases = [("within", near, want)]
-        # Elements at the edge of their tolerance, beyond it and inside it.
-        for label, where, k in (("just out of tolerance", 40000, 1.05), ("just within", 40001, 0.95)):
+        near = (base + noise * 1e-6).to(dt)
+        cases = [("within", near, want, atol, rtol)]
+        for label, where, k in (("just out of tolerance", 15000, 1.05), ("just within", 15001, 0.95)):
             g = near.clone()
             w64 = want[where].to(torch.float64)
             g[where] = w64 + k * (atol + rtol * w64.abs())
-            cases.append((label, g, want))
-        # Which magnitude the tolerance scales: the expected value's
-        # (rtol 0.5: 1.0 against 1.9 passes, 1.9 against 1.0 does not).
+            cases.append((label, g, want, atol, rtol))
         for label, gv, wv in (("the expected magnitude, within", 1.0, 1.9),
                               ("the expected magnitude, beyond", 1.9, 1.0)):
             g, w = near.clone(), want.clone()
-            g[50000], w[50000] = gv, wv
-            x, y = fused.figures(g, w, 0.0, 0.5), T._torch_figures(g, w, ct, 0.0, 0.5)
-            if x is None or not _agree(x, y):
-                return "%s, %s: kernel %s, torch %s" % (dt, label, x, y)
+            g[17000], w[17000] = gv, wv
+            cases.append((label, g, w, 0.0, 0.5))
         for label, where, val, on_ref in (("out of tolerance at the end", -1, None, False),
                                           ("NaN", 12345, float("nan"), False),
                                           ("NaN expected", 3, float("nan"), True),
@@ -422,31 +437,70 @@ def self_test(fused):
                 w[where] = val
             else:
                 g[where] = val
-            cases.append((label, g, w))
-        for label, g, w in cases:
-            got = fused.figures(g, w, atol, rtol)
-            ref = T._torch_figures(g, w, ct, atol, rtol)
-            if got is None or not _agree(got, ref):
-                return "%s, %s: kernel %s, torch %s" % (dt, label, got, ref)
+            cases.append((label, g, w, atol, rtol))
+        for label, g, w, at, rt in cases:
+            out.append(("%s, %s" % (dt, label), g, w, at, rt, T._torch_figures(g, w, ct, at, rt)))
+    return out
+
+
+def self_test(fused, cases=None):
+    """The kernels against torch's figures on self_cases (made now unless
+    given).  Returns None when every case agrees (stark_fused._agree),
+    else what disagreed."""
+    for label, g, w, atol, rtol, ref in (self_cases() if cases is None else cases):
+        got = fused.figures(g.to(fused.device), w.to(fused.device), atol, rtol)
+        if got is None or not _agree(got, ref):
+            return "%s: kernel %s, torch %s" % (label, got, ref)
     return None
 
 
-def enable(device):
-    """Compiles the kernels for device, tries them (self_test,
-    kb_self_test) and, where they agree with torch, has stark_tensors and
-    stark_rules use them for the usual case.
+def prepare(device):
+    """Starts compiling the kernels (NVRTC, about 1 s of the H200's host)
+    in a thread of its own, beside the worker's loading: NVRTC runs
+    outside the interpreter's lock, so the thread costs the loading
+    nothing.  (The self-tests' cases are made later, in enable: torch work
+    in a second thread would contend for that lock with the loading, and
+    made so they took 4-5 s and slowed the loading by about as much, with
+    four evaluations on an H200's host.)  Returns the handle enable
+    takes."""
+    box = {}
+
+    def make():
+        t0 = time.monotonic()
+        try:
+            box["fused"] = Fused(device)
+        except Exception as e:          # NVRTC missing, a compile error
+            box["error"] = (str(e).strip() or type(e).__name__).splitlines()[0]
+        box["ms"] = (time.monotonic() - t0) * 1e3
+    th = threading.Thread(target=make, name="stark-fused", daemon=True)
+    th.start()
+    return th, box
+
+
+def enable(device, prep=None):
+    """Finishes what prepare started (or starts it now): waits for the
+    kernels, tries them on the device against the answers torch gave on
+    the CPU (self_test, kb_self_test) and, where they agree, has
+    stark_tensors and stark_rules use them for the usual case.
     Returns a note for the result's env: how the comparison runs."""
     t0 = time.monotonic()
+    th, box = prep if prep is not None else prepare(device)
+    th.join(PREPARE_WAIT_S)
+    waited = (time.monotonic() - t0) * 1e3
+    if th.is_alive():
+        return "torch (the fused kernel was not made within %d s)" % PREPARE_WAIT_S
+    if "error" in box:
+        return "torch (the fused kernel could not be made: %s)" % box["error"][:200]
+    fused = box["fused"]
+    t1 = time.monotonic()
     try:
-        fused = Fused(device)
-        t1 = time.monotonic()
         why = self_test(fused) or kb_self_test(fused)
-    except Exception as e:              # NVRTC missing, a compile or launch error
+    except Exception as e:              # a load or launch error
         why = (str(e).strip() or type(e).__name__).splitlines()[0]
         return "torch (the fused kernel could not be made: %s)" % why[:200]
     if why is not None:
         return "torch (the fused kernel disagreed with torch: %s)" % why[:300]
     T.FUSED = fused.figures
     R.FUSED_KB = fused.kb_figures
-    return "fused (one pass; made in %.0f ms, self-test passed in %.0f ms)" % (
-        (t1 - t0) * 1e3, (time.monotonic() - t1) * 1e3)
+    return ("fused (one pass; made beside the loading in %.0f ms, waited for %.0f ms; "
+            "self-test passed in %.0f ms)" % (box["ms"], waited, (time.monotonic() - t1) * 1e3))

@@ -96,8 +96,13 @@ ALLOC_FACTOR_MAX = 3.0
 # flight a GPU).
 ALLOC_FACTOR_EST = 1.25
 ALLOC_SLACK = 64 * MIB
-# The window of the comparison on the reference's device (stark_wire).
+# The output window (stark_wire): its capacity, one chunk of the candidate's
+# outputs, on the reference's device too where the window is there.
+# $STARK_WINDOW_BYTES sets another (window_bytes).
 CHUNK_BYTES = 256 * MIB
+WINDOW_MIN = 4096             # the smallest capacity $STARK_WINDOW_BYTES may set
+WINDOW_ALIGN = 256            # each output's offset in the window
+WINDOW_MAX = 16 << 30         # the largest: the reference's outputs' cap
 # The comparison's temporaries on a GPU (stark_tensors.COMPARE_TEMP_BYTES:
 # a step of 16M elements, 25 bytes an element at most), and per byte of
 # output where the outputs are smaller than a step (2-byte elements).
@@ -179,7 +184,7 @@ def budget(total):
 #             outputs: call + f; by digest only (the first outputs summed
 #             and let go first) no more than a call
 #   compare   the reference holding its outputs, a window's piece of
-#             the candidate's (CHUNK_BYTES) and the comparison's
+#             the candidate's (window_bytes) and the comparison's
 #             temporaries (COMPARE_TEMP_BYTES); the candidate its outputs
 #   centre    the precision probe's inputs: centred in the buffers, piece
 #             by piece (stark_rules.centre_), so a gen and VARY_BYTES
@@ -267,8 +272,8 @@ def phase_bytes(ref, cand=None, places=1, shape=None, f64=True, repeat=True, gen
     out["call"] = (call(r), call(c))
     out["repeat"] = (call(r) + (r[3] if repeat else 0), call(c))
     i, o, w, f, ci, co = r
-    cmp_ref = w + i + ci + o + co + CHUNK_BYTES + min(COMPARE_TEMP_BYTES,
-                                                      COMPARE_TEMP_PER_BYTE * o)
+    cmp_ref = w + i + ci + o + co + window_bytes() + min(COMPARE_TEMP_BYTES,
+                                                         COMPARE_TEMP_PER_BYTE * o)
     out["compare"] = (cmp_ref, call(c))
     out["centre"] = (gen(r), gen(c))
     if f64 and f64_fits(ref):
@@ -315,15 +320,32 @@ def need_by_phase(ref, cand=None, places=1, shape=None, f64=True, repeat=True, c
             phase_bytes(ref, cand, places, shape, f64, repeat, gen_placed=contexts).items()}
 
 
+def window_bytes(env=None):
+    """The output window's capacity in bytes: $STARK_WINDOW_BYTES when it
+    is a whole number of at least WINDOW_MIN (rounded down to a multiple
+    of WINDOW_ALIGN, WINDOW_MAX at most), else CHUNK_BYTES.  A smaller
+    window costs more round trips per output, not correctness (tests make
+    it small to stream small outputs in many chunks); a larger one fewer,
+    for its bytes on the device."""
+    v = (os.environ if env is None else env).get("STARK_WINDOW_BYTES", "")
+    try:
+        n = int(v)
+    except ValueError:
+        return CHUNK_BYTES
+    if n < WINDOW_MIN:
+        return CHUNK_BYTES
+    return min(n, WINDOW_MAX) // WINDOW_ALIGN * WINDOW_ALIGN
+
+
 def device_window_bytes(fp, env=None):
     """The output window the reference's worker holds on the device from
     its first comparison on, unless the host window is asked for
     ($STARK_OUTPUT_WINDOW=host), where the outputs are large enough to use
-    it (DWINDOW_MIN): its capacity, CHUNK_BYTES."""
+    it (DWINDOW_MIN): its capacity (window_bytes)."""
     env = os.environ if env is None else env
     if env.get("STARK_OUTPUT_WINDOW", "") == "host" or fp.get("out", 0) < DWINDOW_MIN:
         return 0
-    return CHUNK_BYTES
+    return window_bytes(env)
 
 
 def worker_need(fp):

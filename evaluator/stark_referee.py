@@ -179,6 +179,9 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
         self.lock_held = None       # "ex", "sh" or None
         self.lock_wait = {}         # seconds waited for the GPU lock, by mode
         self.spent = {}             # seconds by part of a pair (env pair_ms)
+        # The reference worker's own time in the comparisons (env compare_ms):
+        # chunks, ms copying them out of the window, ms judging them.
+        self.cmp_work = [0, 0.0, 0.0]
         self.host_hwm = {}          # workers' peak resident host memory, sampled
         self.mem_init()
         self.flag_why = {}          # flag -> why, for the message
@@ -561,6 +564,8 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
             # Where the pairs' time went (checks, timing, probes together).
             r["env"]["pair_ms"] = " ".join("%s %.0f" % (k, v * 1e3)
                                            for k, v in self.spent.items())[:200]
+        if self.cmp_work[0]:
+            r["env"]["compare_ms"] = self.work_text(self.cmp_work)
         if self.host_hwm:
             r["env"]["host_mem_mib"] = self.host_text()
         if self.chunks > 1:
@@ -603,6 +608,11 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
         for k, v in r["env"].items():
             if isinstance(v, str) and len(v.encode()) > vmax:
                 r["env"][k] = v.encode()[:vmax - 3].decode(errors="ignore") + "..."
+
+    @staticmethod
+    def work_text(w):
+        """cmp_work (or a part of it) as env text."""
+        return "chunks %d copy %.0f judge %.0f (in the reference's worker)" % tuple(w)
 
     def spend(self, part, t0):
         """Adds the time since t0 to a part of the pairs' cost; returns now."""

@@ -440,6 +440,12 @@ class DataPath:
                         self.written(off + n, win, size, what)
                 raise
             t = self.spend("compare", t)
+            work = reply.get("work_ms")
+            if isinstance(work, list) and len(work) == 2 and \
+                    all(type(x) in (int, float) and 0 <= x < 1e9 for x in work):
+                self.cmp_work[0] += 1
+                self.cmp_work[1] += work[0]
+                self.cmp_work[2] += work[1]
             if ahead and overlap:
                 self.written(off + n, win, size, what)
                 t = self.spend("write", t)

@@ -261,6 +261,7 @@ class Timing:
             self.res["env"]["timing_stop"] = "gpu_lock"
             return
         spent0 = dict(self.spent)
+        work0 = list(self.cmp_work)
         t0 = time.monotonic()
         try:
             self.cpus_move(True)
@@ -276,6 +277,9 @@ class Timing:
             self.res["env"]["timing_pair_ms"] = " ".join(
                 "%s %.0f" % (k, v * 1e3) for k, v in list(parts.items()) +
                 [("other", rest)] if v > 0)[:200]
+            work = [a - b for a, b in zip(self.cmp_work, work0)]
+            if work[0]:
+                self.res["env"]["timing_compare_ms"] = self.work_text(work)
 
     def scan_placements(self, nplace):
         """Each worker, the other stopped, times forward on each of its

@@ -69,6 +69,8 @@ import warnings
 
 import torch
 
+import stark_memory as M
+
 HDR = struct.Struct("<4sQ")
 
 # Kinds the referee sends.
@@ -111,8 +113,8 @@ HEADER_MAX = 1 << 20        # an output header
 MAX_TENSORS = 64            # tensors in one output or input list
 MAX_ITEMS = 4096            # items (tensors and values) in one input list
 OUTPUT_MAX = 16 << 30       # bytes of reference output accepted
-WINDOW_BYTES = 256 << 20    # the output window's capacity: one chunk
-WINDOW_MIN = 4096           # the smallest capacity $STARK_WINDOW_BYTES may set
+WINDOW_BYTES = M.CHUNK_BYTES  # the output window's capacity: one chunk
+WINDOW_MIN = M.WINDOW_MIN   # the smallest capacity $STARK_WINDOW_BYTES may set
 MAX_DIMS = 16
 
 DTYPES = {
@@ -187,7 +189,7 @@ def checked_spec(spec, what):
     return dt, tuple(shape), nbytes
 
 
-WINDOW_ALIGN = 256            # each output's offset in the window
+WINDOW_ALIGN = M.WINDOW_ALIGN  # each output's offset in the window
 
 
 def window_layout(specs):
@@ -202,19 +204,9 @@ def window_layout(specs):
 
 
 def window_capacity(env=None):
-    """The output window's capacity in bytes: $STARK_WINDOW_BYTES when it
-    is a whole number of at least WINDOW_MIN (rounded down to a multiple
-    of WINDOW_ALIGN), else WINDOW_BYTES.  Smaller windows cost more round
-    trips per output, not correctness; tests make it small to stream small
-    outputs in many chunks."""
-    v = (os.environ if env is None else env).get("STARK_WINDOW_BYTES", "")
-    try:
-        n = int(v)
-    except ValueError:
-        return WINDOW_BYTES
-    if n < WINDOW_MIN:
-        return WINDOW_BYTES
-    return min(n, OUTPUT_MAX) // WINDOW_ALIGN * WINDOW_ALIGN
+    """The output window's capacity in bytes (stark_memory.window_bytes:
+    $STARK_WINDOW_BYTES, else WINDOW_BYTES), which the memory plan counts."""
+    return M.window_bytes(env)
 
 
 def window_on_device(env=None):

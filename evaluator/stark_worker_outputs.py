@@ -15,6 +15,7 @@ import copy
 import json
 import math
 import os
+import time
 
 import torch
 
@@ -285,6 +286,8 @@ class Outputs:
                              % (off, n, st["next"], st["total"]))
         if type(base) is not int or base < 0 or base % W.WINDOW_ALIGN:
             raise ValueError("chunk at window offset %r" % (base,))
+        t0 = time.monotonic()
+        copy_s = 0.0
         if n:
             src = self.window.tensors([(torch.uint8, (n,), n)], [base], base + n)[0]
             for i, lo, hi in W.chunk_parts(st["specs"], st["offs"], off, off + n):
@@ -299,6 +302,7 @@ class Outputs:
                 # A device window's piece is copied out of it first, for
                 # the same reason.
                 want = st["want"][i]
+                tc = time.monotonic()
                 if piece.device != want.device:
                     g = piece.to(want.device)
                 elif self.window.on_device:
@@ -306,6 +310,7 @@ class Outputs:
                     torch.cuda.synchronize(g.device)
                 else:
                     g = piece
+                copy_s += time.monotonic() - tc
                 self._compare_piece(i, g, lo, hi)
                 del g, piece
             del src
@@ -320,9 +325,14 @@ class Outputs:
             if st["kb"] is None and (results[-1]["nbad"] or results[-1].get("scale_bad")):
                 done = True
                 break
+        # The chunk's time in this worker (the referee's env compare_ms):
+        # the copy out of the window, the rest (the digest, the rules).
+        work = [round(copy_s * 1e3, 3), round((time.monotonic() - t0 - copy_s) * 1e3, 3)]
         if not done:
-            return {"next": st["next"]}
-        return self._compare_end(results)
+            return {"next": st["next"], "work_ms": work}
+        reply = self._compare_end(results)
+        reply["work_ms"] = work
+        return reply
 
     def _compare_begin(self, header):
         """A call's comparison begins.  Header keys (the referee's):
@@ -373,13 +383,15 @@ class Outputs:
                        else None),
             "claimed": header.get("digest"),
             "digest": [0] * len(kept), "acc": [None] * len(kept), "note": None}
-        # The fused comparison (stark_fused), where asked for: made and
-        # tried before this worker's first comparison of outputs large
-        # enough to repay it, said once.
+        # The fused comparison (stark_fused), unless torch's is asked for:
+        # made beside the loading (stark_fused.prepare), tried on the device
+        # before this worker's first comparison of outputs large enough to
+        # repay the self-test, said once.
         if (self.fused_note is None and self.cfg.get("compare_kernel") is True and
                 self.role == "ref" and self.device.type == "cuda" and
                 total >= stark_fused.FUSED_MIN):
-            self.fused_note = stark_fused.enable(self.device)
+            self.fused_note = stark_fused.enable(self.device, self.fused_prep)
+            self.fused_prep = None
             self.cmp["note"] = self.fused_note
 
     def _compare_piece(self, i, got, lo, hi):

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The fused comparison (STARK_COMPARE_KERNEL=fused, evaluator/stark_fused.py):
+# The fused comparison (the default on GPUs, evaluator/stark_fused.py):
 # its kernels compiled on this GPU pass their self-test; on pieces of every
 # floating dtype and of sizes around a block's and a grid's share, with
 # errors within and beyond tolerance, NaN and infinities at random places,
@@ -7,7 +7,7 @@
 # within 1e-9), and KernelBench's kernels as its torch.allclose does; end to end, 6 GiB outputs are judged correct at 1.00x
 # within 2% through them, one wrong element at their end or one NaN in
 # their middle incorrect, and a thread writing over the device window after
-# the call (32 MiB outputs: torch compares) never correct.  About 4 minutes
+# the call (32 MiB outputs: torch compares) never correct.  About 6 minutes
 # on an H200.  Skips where no CUDA device is usable.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/gpu/preamble.sh
@@ -47,7 +47,7 @@ if [ "$l2" = good ]; then ok "they decide as torch's figures do on random pieces
 if [ "$l3" = good ]; then ok "KernelBench's kernels answer as its torch.allclose does on random pieces"; else notok "KernelBench's kernels answer as its torch.allclose does" "$l3"; fi
 grep '^#' <<<"$got"
 
-export STARK_COMPARE_KERNEL=fused
+unset STARK_COMPARE_KERNEL      # the default: fused
 M=tests/gpu/memory
 A=tests/gpu/integrity/affine
 judge "6 GiB outputs compared by the fused kernel: correct at 1.00x within 2%" correct \

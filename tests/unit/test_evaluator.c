@@ -1002,8 +1002,11 @@ START_TEST(channel_fd)
 		    " {'STARK_OUTPUT_WINDOW': 'device'})],"
 		    " [stark_memory.device_window_bytes({'out': o}, e) >> 20 for o, e in ("
 		    "(1 << 30, {}), (1 << 30, {'STARK_OUTPUT_WINDOW': 'host'}),"
-		    " (1 << 20, {}))])",
-		    "([True, False, True], [256, 0, 0])");
+		    " (1 << 20, {}), (1 << 30, {'STARK_WINDOW_BYTES': str(1 << 30)}),"
+		    " (1 << 30, {'STARK_WINDOW_BYTES': 'lots'}))],"
+		    " [stark_wire.window_capacity(e) for e in ({'STARK_WINDOW_BYTES': '5000'},"
+		    " {'STARK_WINDOW_BYTES': '100'}, {'STARK_WINDOW_BYTES': str(1 << 40)})])",
+		    "([True, False, True], [256, 0, 0, 1024, 256], [4864, 268435456, 17179869184])");
 }
 END_TEST
 
@@ -1012,7 +1015,7 @@ END_TEST
  * and refuse one that lets an element out of tolerance pass, or that calls
  * close what KernelBench's torch.allclose does not (naming the dtype and
  * the case); made on the CPU, enable says why torch compares; it is asked
- * for by STARK_COMPARE_KERNEL=fused alone. */
+ * for unless STARK_COMPARE_KERNEL=torch. */
 START_TEST(fused_guard)
 {
 	expect_eval(NULL,
@@ -1035,9 +1038,9 @@ START_TEST(fused_guard)
 		    "F.kb_torch(g, w, at, rt)),"
 		    " lambda g, w, at, rt: dict(F.kb_torch(g, w, at, rt), close=True)))"
 		    "(stark_tensors, stark_fused)",
-		    "(None, None, 'torch.float32, the expected magnitude, beyond',"
+		    "(None, None, 'torch.float32, just out of tolerance',"
 		    " \"KernelBench's, torch.float32, tolerance 0.01, just out of tolerance\","
-		    " True, None, [False, True, False])");
+		    " True, None, [True, True, False])");
 }
 END_TEST
 

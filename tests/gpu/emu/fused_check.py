@@ -34,6 +34,46 @@ def emulated():
     return f
 
 
+def whole_path(f, n_cases=40):
+    """stark_tensors.compare_tensor taking a whole tensor through the
+    kernel (its _fused_whole, here on the emulator) against its torch
+    steps alone: the usual case, an element out of tolerance at the end,
+    NaN in the middle, equal infinities.  Returns how many differ."""
+    import stark_tensors as T
+
+    def whole(a, b, atol, rtol, st):
+        figs = f.figures(a, b, atol, rtol)
+        return figs is not None and T._add_figures(figs, b.numel(), st)
+
+    saved = T.COMPARE_CHUNK, T._fused_whole
+    T.COMPARE_CHUNK = 1000          # so that 5003 elements are several steps
+    gen = torch.Generator().manual_seed(3)
+    differ = 0
+    try:
+        for k in range(n_cases):
+            want = torch.randn(5003, generator=gen)
+            got = want + torch.randn(5003, generator=gen) * 1e-6
+            if k % 4 == 1:
+                got[-1] += 1.0
+            elif k % 4 == 2:
+                got[2500] = float("nan")
+            elif k % 4 == 3:
+                want[10] = got[10] = float("inf")
+            T._fused_whole = saved[1]
+            ref = T.compare_tensor(got, want, 1e-4, 1e-4)
+            T._fused_whole = whole
+            res = T.compare_tensor(got, want, 1e-4, 1e-4)
+            same = all(res[x] == ref[x] for x in ("nbad", "first", "max_abs", "max_rel",
+                                                   "absmax_want", "n_fin"))
+            for x in ("rms_err", "rms_want"):
+                same = same and (res[x] == ref[x] or
+                                 abs(res[x] - ref[x]) <= 1e-9 * max(abs(ref[x]), 1e-300))
+            differ += not same
+    finally:
+        T.COMPARE_CHUNK, T._fused_whole = saved
+    return differ
+
+
 def main():
     n_cases = int(sys.argv[1]) if len(sys.argv) > 1 else 200
     f = emulated()
@@ -46,9 +86,12 @@ def main():
     kb_bad, usual = fused_cases.run_kb(f, n_cases, sizes, each=lambda k: emu.set_order(k % 4))
     print("fused_check: %d random pieces for KernelBench's comparison, %d in its usual case, "
           "%d disagreements" % (n_cases, usual, len(kb_bad)))
+    differ = whole_path(f)
+    print("fused_check: compare_tensor, whole tensors through the kernel: %d of 40 differ "
+          "from torch's steps" % differ)
     for b in (bad + kb_bad)[:10]:
         print("  " + b)
-    return 1 if why or bad or kb_bad or not 0 < passed < n_cases or not 0 < usual < n_cases else 0
+    return 1 if why or bad or kb_bad or differ or not 0 < passed < n_cases or not 0 < usual < n_cases else 0
 
 
 if __name__ == "__main__":
