@@ -329,12 +329,13 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
         """Adds a part of the startup stage, from t0 (time.monotonic) to
         now, to env.startup_parts_ms: before (the process's start to its
         first step), load, spawn, plan (the footprint on the meta device,
-        the reference's worker ready), shape, admit (the memory ledger's
-        wait)."""
+        the reference's worker ready: its steps are the ref_ parts,
+        stark_referee_memory.note_started), shape, admit (the memory
+        ledger's wait)."""
         env = self.res["env"]
         part = "%s %.0f" % (name, (time.monotonic() - t0) * 1e3)
         env["startup_parts_ms"] = (env["startup_parts_ms"] + " " + part
-                                   if env.get("startup_parts_ms") else part)[:200]
+                                   if env.get("startup_parts_ms") else part)[:300]
 
     def env_facts(self):
         env = self.res["env"]

@@ -83,6 +83,27 @@ class MemoryPlan:
     def budget(self):
         return M.budget(self.dev_total)
 
+    def note_started(self, st):
+        """The reference worker's start, step by step, from its PLAN reply
+        (stark_worker.Worker.started: the system's monotonic clock), added
+        to env.startup_parts_ms as parts of their own, which spawn and plan
+        hold: from the fork to its main (ref_jail), mapping the window
+        (ref_window), initializing CUDA (ref_cuda), the rest of its making
+        (ref_rest), waiting for PLAN (ref_wait), the estimate
+        (ref_estimate)."""
+        t_fork = self.ref.t_fork
+        keys = ("main", "window", "cuda", "made", "plan", "planned")
+        if not isinstance(st, dict) or t_fork is None:
+            return
+        marks = [("fork", t_fork)] + [(k, st[k]) for k in keys
+                                      if type(st.get(k)) is float and st[k] >= t_fork]
+        names = {"main": "jail", "window": "window", "cuda": "cuda", "made": "rest",
+                 "plan": "wait", "planned": "estimate"}
+        parts = ["ref_%s %.0f" % (names[b[0]], (b[1] - a[1]) * 1e3)
+                 for a, b in zip(marks, marks[1:])]
+        env = self.res["env"]
+        env["startup_parts_ms"] = " ".join([env.get("startup_parts_ms", "")] + parts).strip()[:300]
+
     # -- before loading ----------------------------------------------------
     def host_budget(self):
         """On the CPU: the bytes of the run jail's memory (the request's
@@ -107,6 +128,7 @@ class MemoryPlan:
         t0 = time.monotonic()
         est = self.command(self.ref, W.PLAN, {"init_seed": 0}, "estimating the footprint")
         self.startup_part("plan", t0)
+        self.note_started(est.get("started"))
         self.note_mem("ref", "plan", est)
         if self.cuda:
             budget = self.budget()

@@ -50,6 +50,7 @@ class WorkerHandle:
         self.label = "reference worker" if role == "ref" else "candidate worker"
         self.stopped = False
         self.status = None
+        self.t_fork = None          # time.monotonic() before it was forked
 
     def signal(self, sig):
         """To the worker's process group (what it spawned) and to the worker
@@ -148,6 +149,7 @@ class Workers:
 
     def spawn(self, role):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        t_fork = time.monotonic()
         pid = _stark.fork_worker(child.fileno(),
                                  -1 if self.window_fd is None else self.window_fd)
         if pid == 0:
@@ -162,6 +164,7 @@ class Workers:
                 os._exit(70)
         child.close()
         w = WorkerHandle(role, pid, W.Channel(parent, pid))
+        w.t_fork = t_fork
         w.chan.watch = self.sample_host
         self.workers.append(w)
         return w

@@ -138,6 +138,10 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
     reference where one is asked for (stark_compiled)."""
 
     def __init__(self, chan, role, cfg, problem):
+        # When this process reached each step of its start (time.monotonic,
+        # the system's clock: the referee compares them with its own): its
+        # main, the window mapped, CUDA initialized, this object made.
+        self.started = {"main": _T_MAIN or time.monotonic()}
         self.chan = chan
         self.role = role            # "ref" or "cand"
         self.cfg = cfg              # non-secret request fields
@@ -180,6 +184,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
         fd = cfg.get("window_fd")
         self.window = W.Window(fd, writable=(role == "cand"),
                                pin=self.device.type == "cuda") if type(fd) is int else None
+        self.started["window"] = time.monotonic()
         self.dwin_made = None  # reference: the device window made, not yet used (DWINDOW)
         if cfg.get("device_window") is True and self.device.type == "cuda":
             self.chan.accept_fds = True
@@ -206,6 +211,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
             except BaseException:
                 pass        # LOAD meets the failure and reports it
             else:
+                self.started["cuda"] = time.monotonic()
                 self.warming = threading.Thread(target=_warm_cuda, args=(self.device,),
                                                 name="stark-warm", daemon=True)
                 self.warming.start()
@@ -214,6 +220,8 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
                 # tried on the device at the first large comparison.
                 if role == "ref" and cfg.get("compare_kernel") is True:
                     self.fused_prep = stark_fused.prepare(self.device)
+
+        self.started["made"] = time.monotonic()
 
     # -- loading ---------------------------------------------------------
     def _load_solution(self):
@@ -718,8 +726,13 @@ def _oom_first():
         pass
 
 
+_T_MAIN = None          # when main began (Worker.started)
+
+
 def main(sock, role, cfg, problem):
     """Entry point in the forked child; never returns."""
+    global _T_MAIN
+    _T_MAIN = time.monotonic()
     code = 0
     _oom_first()
     try:

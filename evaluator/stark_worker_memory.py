@@ -13,6 +13,7 @@ never to pass a candidate.
 import math
 import re
 import resource
+import time
 import weakref
 
 import torch
@@ -162,6 +163,7 @@ class Memory:
         without a meta kernel, data-dependent code, a copy to the host).
         Convolutions' workspaces are not counted: the first trial's
         measurement has them.  Also the device's free and total bytes."""
+        t0 = time.monotonic()
         reply = {}
         try:
             reply["mem"] = self.mem_facts()
@@ -172,6 +174,9 @@ class Memory:
             reply.update(self._estimate(int(args.get("init_seed", 0)), sizes))
         except BaseException as e:
             reply["error"] = W.exc_text(e)
+        # The worker's start, step by step (Worker.started), for the
+        # referee's env.startup_parts_ms.
+        reply["started"] = dict(getattr(self, "started", {}), plan=t0, planned=time.monotonic())
         return reply
 
     def _estimate(self, seed, sizes=None):

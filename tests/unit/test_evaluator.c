@@ -1044,6 +1044,24 @@ START_TEST(fused_guard)
 }
 END_TEST
 
+/* The reference worker's start, step by step (stark_referee_memory.
+ * note_started): its PLAN reply's marks become ref_ parts of
+ * env.startup_parts_ms, after the referee's own; marks missing, not
+ * numbers or before the fork are left out, and a reply without them adds
+ * nothing. */
+START_TEST(startup_steps)
+{
+	expect_eval(NULL,
+		    "[(lambda m: (m.note_started(st), m.res['env'].get('startup_parts_ms'))[1])("
+		    "type('M', (stark_referee_memory.MemoryPlan,), {'ref': type('W', (), {'t_fork': 10.0})(),"
+		    " 'res': {'env': {'startup_parts_ms': 'spawn 11'}}})()) for st in ("
+		    "{'main': 10.1, 'window': 10.1002, 'cuda': 12.6, 'made': 12.7, 'plan': 13.0,"
+		    " 'planned': 13.25}, {'main': 9.0, 'cuda': 'soon', 'made': 10.5}, None)]",
+		    "['spawn 11 ref_jail 100 ref_window 0 ref_cuda 2500 ref_rest 100 ref_wait 300"
+		    " ref_estimate 250', 'spawn 11 ref_rest 500', 'spawn 11']");
+}
+END_TEST
+
 /* The gate before a timed call (stark_referee_timing.note_launch): sized by
  * the reference's host time to its last launch, the candidate's counting
  * only up to SPIN_CAND_US, so a slow launcher buys no longer blind spot;
@@ -2165,6 +2183,7 @@ static Suite *evaluator_suite(void)
 	tcase_add_test(pieces, stream_pieces);
 	tcase_add_test(pieces, footprint_estimate);
 	tcase_add_test(pieces, spin_sizing);
+	tcase_add_test(pieces, startup_steps);
 	tcase_add_test(pieces, channel_fd);
 	tcase_add_test(pieces, fused_guard);
 	tcase_add_test(pieces, prewarm_safe);
