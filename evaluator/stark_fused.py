@@ -386,11 +386,11 @@ def kb_self_cases():
     return out
 
 
-def kb_self_test(fused, cases=None):
+def kb_self_test(fused):
     """KernelBench's kernels against stark_rules.kb_allclose on
-    kb_self_cases (made now unless given).  Returns None when every case
-    agrees (stark_fused._kb_agree), else what disagreed."""
-    for label, g, w, atol, rtol, y in (kb_self_cases() if cases is None else cases):
+    kb_self_cases.  Returns None when every case agrees
+    (stark_fused._kb_agree), else what disagreed."""
+    for label, g, w, atol, rtol, y in kb_self_cases():
         x = fused.kb_figures(g.to(fused.device), w.to(fused.device), atol, rtol)
         if not _kb_agree(x, y):
             return "%s: kernel %s, torch %s" % (label, x, y)
@@ -444,11 +444,10 @@ def self_cases():
     return out
 
 
-def self_test(fused, cases=None):
-    """The kernels against torch's figures on self_cases (made now unless
-    given).  Returns None when every case agrees (stark_fused._agree),
-    else what disagreed."""
-    for label, g, w, atol, rtol, ref in (self_cases() if cases is None else cases):
+def self_test(fused):
+    """The kernels against torch's figures on self_cases.  Returns None
+    when every case agrees (stark_fused._agree), else what disagreed."""
+    for label, g, w, atol, rtol, ref in self_cases():
         got = fused.figures(g.to(fused.device), w.to(fused.device), atol, rtol)
         if got is None or not _agree(got, ref):
             return "%s: kernel %s, torch %s" % (label, got, ref)

@@ -175,7 +175,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
         self.exact = None      # reference: this call's float64 outputs, or why not
         self.cmp = None        # reference: the comparison under way (COMPARE chunks)
         self.fused_note = None  # reference: how its comparisons run (stark_fused.enable)
-        self.fused_prep = None  # reference: stark_fused.prepare's handle, where asked for
+        self.fused_prep = None  # reference: stark_fused.prepare's handle, until enable
         self.sending = None    # candidate: the outputs being streamed (FETCH, PUT)
         self.exact_j = None    # reference: the same on jittered inputs (precision)
         self.centred = None    # tensors the last GEN centred (a precision probe's)
@@ -215,8 +215,8 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
                 self.warming = threading.Thread(target=_warm_cuda, args=(self.device,),
                                                 name="stark-warm", daemon=True)
                 self.warming.start()
-                # The fused comparison's kernels and self-test cases, where
-                # asked for: made beside the loading (stark_fused.prepare),
+                # The fused comparison's kernels, unless torch's is asked
+                # for: compiled beside the loading (stark_fused.prepare),
                 # tried on the device at the first large comparison.
                 if role == "ref" and cfg.get("compare_kernel") is True:
                     self.fused_prep = stark_fused.prepare(self.device)
