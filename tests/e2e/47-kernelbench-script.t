@@ -7,7 +7,9 @@
 # problems' order; --max-seconds reports what it cut off as unjudged and
 # exits 1, and --resume judges what was cut off, then only what ended
 # `error`, keeping the other verdicts; a bare "cuda" in a list is
-# refused, and "cuda:0,1" (the usage's form) names cuda:0 and cuda:1.  About 25 s.  Prints TAP.
+# refused, and "cuda:0,1" (the usage's form) names cuda:0 and cuda:1; the
+# summary says where the startup's and the comparisons' time went.  About
+# 25 s.  Prints TAP.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${STARK_BUILD:-build}
@@ -22,7 +24,7 @@ n=0
 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
-echo "1..9"
+echo "1..10"
 
 KB=$T/kb/KernelBench/level1
 mkdir -p "$KB"
@@ -46,6 +48,15 @@ if [ "$rc" -eq 0 ] && [[ "$out" == *"level 1: 3 problems: correct 3"* ]] &&
 	ok "two devices: 3 of 3 correct, by both verdicts"
 else
 	not_ok "two devices: exit $rc" "$(printf '%s\n' "$out" | tail -n 15)"
+fi
+# Where the time went: the startup's parts (the reference worker's own
+# steps among them) and the comparisons' chunks, from the results' env.
+if [[ "$out" == *"== where the time went by level"* ]] &&
+	grep -Eq '^level 1, startup: before [0-9]+, .*plan [0-9]+, ref_jail [0-9]+' <<<"$out" &&
+	grep -Eq '^level 1, comparisons: chunks [1-9][0-9]*, copy [0-9]+, judge [0-9]+' <<<"$out"; then
+	ok "where the time went: the startup's parts and the comparisons' chunks by level"
+else
+	not_ok "where the time went" "$(printf '%s\n' "$out" | grep -A4 'where the time')"
 fi
 
 # Dealt out in turn: batch 0 has problems 1 and 10 (KernelBench's order:
