@@ -54,6 +54,7 @@ import stark_cuda
 import stark_lang
 import stark_triton
 import stark_wire as W
+import stark_worker_memory
 from stark_referee_baseline import Baseline
 from stark_referee_build import Builds
 from stark_referee_checks import Checks
@@ -84,8 +85,10 @@ PREWARM_IMPORTS = (
 def prewarm():
     """Called from C once, after the harness loads and before any
     evaluation forks from this process: imports what the referee and the
-    workers import later and loads NVRTC, so each
-    forked evaluation starts with them in memory.  It must not initialize
+    workers import later, loads NVRTC and makes the footprint estimate's
+    first use on the meta device (stark_worker_memory.warm_meta: seconds a
+    process under torch 2.11), so each forked evaluation starts with them
+    in memory.  It must not initialize
     CUDA (nor NVML): a CUDA runtime initialized before fork is unusable in
     every forked child.  Importing torch does not initialize it; NVRTC is
     loaded but not used (a compile before fork broke CUDA in the children
@@ -111,6 +114,9 @@ def prewarm():
                 stark_cuda.nvrtc_version(), (time.monotonic() - t1) * 1e3)
         except Exception as e:
             PREWARM["nvrtc"] = ("unavailable: %s: %s" % (type(e).__name__, e))[:200]
+        # The meta estimate's first use (imports, registrations: seconds
+        # a process under torch 2.11), made once here for every fork.
+        PREWARM["meta"] = stark_worker_memory.warm_meta()
         if torch.cuda.is_initialized():
             PREWARM["cuda"] = "initialized before fork: workers cannot use CUDA"
     except BaseException as e:

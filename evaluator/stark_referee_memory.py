@@ -89,18 +89,34 @@ class MemoryPlan:
         to env.startup_parts_ms as parts of their own, which spawn and plan
         hold: from the fork to its main (ref_jail), mapping the window
         (ref_window), initializing CUDA (ref_cuda), the rest of its making
-        (ref_rest), waiting for PLAN (ref_wait), the estimate
-        (ref_estimate)."""
+        (ref_rest), waiting for PLAN (ref_wait), then the estimate: reading
+        the device's memory, where CUDA's context is made (ref_devmem),
+        seeding (ref_seed), building the model and inputs on meta (ref_build), the
+        forward (ref_forward; ref_estimate where the estimate's own marks
+        are missing).  Then how long the threads started beside them took
+        from CUDA's initialization to their end, where they ended before
+        the estimate did: CUDA's first uses (ref_warm_thread), the fused
+        comparison's NVRTC (ref_nvrtc_thread)."""
         t_fork = self.ref.t_fork
-        keys = ("main", "window", "cuda", "made", "plan", "planned")
         if not isinstance(st, dict) or t_fork is None:
             return
-        marks = [("fork", t_fork)] + [(k, st[k]) for k in keys
-                                      if type(st.get(k)) is float and st[k] >= t_fork]
+
+        def at(k):
+            return st[k] if type(st.get(k)) is float and st[k] >= t_fork else None
         names = {"main": "jail", "window": "window", "cuda": "cuda", "made": "rest",
-                 "plan": "wait", "planned": "estimate"}
+                 "plan": "wait", "measured": "devmem", "seeded": "seed", "built": "build",
+                 "planned": "forward"}
+        if at("seeded") is None or at("built") is None:
+            names.update(measured=None, seeded=None, built=None, planned="estimate")
+        marks = [("fork", t_fork)] + [(k, at(k)) for k in names
+                                      if names[k] and at(k) is not None]
         parts = ["ref_%s %.0f" % (names[b[0]], (b[1] - a[1]) * 1e3)
                  for a, b in zip(marks, marks[1:])]
+        if at("cuda") is not None:
+            for k, name in (("warmed", "warm_thread"), ("nvrtc", "nvrtc_thread")):
+                if at(k) is not None and at(k) >= at("cuda") and \
+                        (at("planned") is None or at(k) <= at("planned")):
+                    parts.append("ref_%s %.0f" % (name, (at(k) - at("cuda")) * 1e3))
         env = self.res["env"]
         env["startup_parts_ms"] = " ".join([env.get("startup_parts_ms", "")] + parts).strip()[:300]
 

@@ -212,7 +212,8 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
                 pass        # LOAD meets the failure and reports it
             else:
                 self.started["cuda"] = time.monotonic()
-                self.warming = threading.Thread(target=_warm_cuda, args=(self.device,),
+                self.warming = threading.Thread(target=_warm_cuda,
+                                                args=(self.device, self.started),
                                                 name="stark-warm", daemon=True)
                 self.warming.start()
                 # The fused comparison's kernels, unless torch's is asked
@@ -698,12 +699,13 @@ def local_device(name):
     return torch.device("cuda", 0) if n == 1 else dev
 
 
-def _warm_cuda(dev):
+def _warm_cuda(dev, started):
     """The first uses of CUDA every evaluation makes: the kernels behind
     get_inputs(), elementwise work, a copy, a synchronize.  A generator of
     its own: the default one's state belongs to the main thread (the
     weights and inputs are seeded).  Failures are left for the loading to
-    meet and report."""
+    meet and report.  When it ends goes in started["warmed"]
+    (Worker.started, the referee's startup parts)."""
     try:
         g = torch.Generator(device=dev)
         x = torch.randn(1024, device=dev, generator=g)
@@ -712,6 +714,7 @@ def _warm_cuda(dev):
         torch.cuda.synchronize(dev)
     except BaseException:
         pass
+    started["warmed"] = time.monotonic()
 
 
 def _oom_first():

@@ -115,6 +115,68 @@ def _nbytes(items):
     return sum(x.numel() * x.element_size() for x in items if isinstance(x, torch.Tensor))
 
 
+def _warm_models():
+    """Small models of the kinds KernelBench's problems are made of, with
+    inputs: (model, inputs) pairs, built under _meta_device()."""
+    nn = torch.nn
+    return [
+        (nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.GELU(), nn.Dropout(0.0), nn.SiLU(),
+                       nn.Tanh(), nn.Sigmoid(), nn.LayerNorm(8), nn.Softmax(-1)),
+         [torch.randn(2, 8)]),
+        (nn.Sequential(nn.Conv1d(2, 2, 3), nn.ConvTranspose1d(2, 2, 3), nn.BatchNorm1d(2),
+                       nn.MaxPool1d(2), nn.AvgPool1d(1)), [torch.randn(2, 2, 8)]),
+        (nn.Sequential(nn.Conv2d(2, 2, 3), nn.ConvTranspose2d(2, 2, 3), nn.BatchNorm2d(2),
+                       nn.GroupNorm(1, 2), nn.InstanceNorm2d(2), nn.MaxPool2d(2),
+                       nn.AvgPool2d(1), nn.AdaptiveAvgPool2d(1)), [torch.randn(2, 2, 8, 8)]),
+        (nn.Sequential(nn.Conv3d(2, 2, 3), nn.ConvTranspose3d(2, 2, 3), nn.BatchNorm3d(2),
+                       nn.MaxPool3d(2), nn.AvgPool3d(1)), [torch.randn(2, 2, 8, 8, 8)]),
+    ]
+
+
+def _warm_one(model, items):
+    with torch.no_grad(), _Tracker():
+        y = model(*items).flatten(1)
+        z = torch.matmul(y, y.t()) + torch.bmm(y[None], y.t()[None])[0]
+        for t in (z.sum(-1), z.mean(0), z.amax(-1), torch.logsumexp(z, -1),
+                  torch.cumsum(z, 0), torch.log_softmax(z, -1), z.clamp(0, 1),
+                  torch.nn.functional.hardtanh(z), torch.nn.functional.mish(z)):
+            del t
+
+
+def warm_meta():
+    """Runs the estimate's machinery (_meta_device, _Tracker) once on small
+    models of the usual kinds (_warm_models) and a few functions, so that
+    a process forked afterwards inherits what its first use made: under
+    torch 2.11 it cost seconds a process (the H200's host, KernelBench's
+    level 2 problem 1 alone: 2.7 s building its model and inputs on meta,
+    2.4 s its forward; 5.3 s together with six at once), against
+    milliseconds once made.  The zygote calls it (stark_referee.prewarm).
+    Meta only: it never touches CUDA, which the zygote must not
+    initialize.  Never raises; returns what it did, for PREWARM."""
+    t0 = time.monotonic()
+    dtype = torch.get_default_dtype()
+    ran, why = 0, ""
+    try:
+        torch.set_default_dtype(torch.float32)
+        with _meta_device():
+            pairs = _warm_models()
+        for model, items in pairs:
+            # Each on its own: an operator without a meta kernel (older
+            # torch) costs only its model.
+            try:
+                _warm_one(model.to("meta"), [x.to("meta") for x in items])
+                ran += 1
+            except Exception as e:
+                why = why or ("; first failure %s: %s" % (type(e).__name__, e))[:160]
+        return "%.0f ms, %d of %d models%s" % ((time.monotonic() - t0) * 1e3, ran,
+                                               len(pairs), why)
+    except Exception as e:
+        return ("failed after %.0f ms: %s: %s" % ((time.monotonic() - t0) * 1e3,
+                                                   type(e).__name__, e))[:200]
+    finally:
+        torch.set_default_dtype(dtype)
+
+
 class Memory:
     """The part of Worker that reports memory and plans (PLAN)."""
 
@@ -169,14 +231,24 @@ class Memory:
             reply["mem"] = self.mem_facts()
         except Exception:
             pass
+        # On a GPU the first reading makes CUDA's context (0.1-1 s on the
+        # H200, more with several workers starting at once).
+        self.est_marks = {"measured": time.monotonic()}
         try:
             sizes = args.get("sizes") if isinstance(args.get("sizes"), dict) else {}
             reply.update(self._estimate(int(args.get("init_seed", 0)), sizes))
         except BaseException as e:
             reply["error"] = W.exc_text(e)
         # The worker's start, step by step (Worker.started), for the
-        # referee's env.startup_parts_ms.
-        reply["started"] = dict(getattr(self, "started", {}), plan=t0, planned=time.monotonic())
+        # referee's env.startup_parts_ms: with the estimate's own steps
+        # (_estimate's marks) and when the threads beside it ended.
+        st = dict(getattr(self, "started", {}), plan=t0)
+        st.update(self.est_marks)
+        st["planned"] = time.monotonic()
+        prep = getattr(self, "fused_prep", None)
+        if prep is not None and type(prep[1].get("end")) is float:
+            st["nvrtc"] = prep[1]["end"]
+        reply["started"] = st
         return reply
 
     def _estimate(self, seed, sizes=None):
@@ -191,9 +263,11 @@ class Memory:
             torch.set_default_dtype(torch.float32)
             with _meta_device():
                 torch.manual_seed(seed)
+                self.est_marks["seeded"] = time.monotonic()
                 init = list(mod.get_init_inputs())
                 model = mod.Model(*init)
                 items = list(mod.get_inputs())
+                self.est_marks["built"] = time.monotonic()
         finally:
             for k, v in saved.items():
                 setattr(mod, k, v)

@@ -1046,9 +1046,10 @@ END_TEST
 
 /* The reference worker's start, step by step (stark_referee_memory.
  * note_started): its PLAN reply's marks become ref_ parts of
- * env.startup_parts_ms, after the referee's own; marks missing, not
- * numbers or before the fork are left out, and a reply without them adds
- * nothing. */
+ * env.startup_parts_ms, after the referee's own; the estimate split into
+ * its steps where its marks are there, and the threads beside it that had
+ * ended (the NVRTC one here had not); marks missing, not numbers or before
+ * the fork are left out, and a reply without them adds nothing. */
 START_TEST(startup_steps)
 {
 	expect_eval(NULL,
@@ -1056,9 +1057,15 @@ START_TEST(startup_steps)
 		    "type('M', (stark_referee_memory.MemoryPlan,), {'ref': type('W', (), {'t_fork': 10.0})(),"
 		    " 'res': {'env': {'startup_parts_ms': 'spawn 11'}}})()) for st in ("
 		    "{'main': 10.1, 'window': 10.1002, 'cuda': 12.6, 'made': 12.7, 'plan': 13.0,"
-		    " 'planned': 13.25}, {'main': 9.0, 'cuda': 'soon', 'made': 10.5}, None)]",
+		    " 'planned': 13.25}, {'main': 10.1, 'window': 10.1002, 'cuda': 12.6, 'made': 12.7,"
+		    " 'plan': 13.0, 'measured': 13.02, 'seeded': 13.05, 'built': 13.1, 'planned': 13.25,"
+		    " 'warmed': 12.9,"
+		    " 'nvrtc': 14.0}, {'main': 9.0, 'cuda': 'soon', 'made': 10.5}, None)]",
 		    "['spawn 11 ref_jail 100 ref_window 0 ref_cuda 2500 ref_rest 100 ref_wait 300"
-		    " ref_estimate 250', 'spawn 11 ref_rest 500', 'spawn 11']");
+		    " ref_estimate 250', 'spawn 11 ref_jail 100 ref_window 0 ref_cuda 2500 ref_rest 100"
+		    " ref_wait 300 ref_devmem 20 ref_seed 30 ref_build 50 ref_forward 150"
+		    " ref_warm_thread 300',"
+		    " 'spawn 11 ref_rest 500', 'spawn 11']");
 }
 END_TEST
 
@@ -1085,7 +1092,7 @@ END_TEST
 
 /* The footprint estimated on the meta device (stark_worker_memory's PLAN):
  * a Linear(8, 16) on 4 x 8 inputs; a problem that does not run on meta
- * says why. */
+ * says why; the zygote's warm-up of it. */
 START_TEST(footprint_estimate)
 {
 	const char *worker =
@@ -1110,6 +1117,18 @@ START_TEST(footprint_estimate)
 		    "[stark_worker_memory.tried_bytes(m) for m in ('CUDA out of memory. Tried to"
 		    " allocate 6.00 GiB. GPU 0 has', 'Tried to allocate 20.00 MiB', 'nothing')]",
 		    "[6442450944, 20971520, 0]");
+	/* The zygote's warm-up of the estimate (warm_meta): the models that
+	 * ran (this torch has meta kernels for all but MaxPool3d's, at least),
+	 * the default dtype as it was, CUDA untouched. */
+	expect_eval(NULL,
+		    "(lambda r: (int(r.split(' ms, ')[1].split()[0]) >= 3,"
+		    " torch.cuda.is_initialized()))(stark_worker_memory.warm_meta())",
+		    "(True, False)");
+	expect_eval(NULL,
+		    "(lambda d: (torch.set_default_dtype(torch.float64),"
+		    " stark_worker_memory.warm_meta(), str(torch.get_default_dtype()),"
+		    " torch.set_default_dtype(d))[2])(torch.get_default_dtype())",
+		    "torch.float64");
 }
 END_TEST
 
