@@ -110,8 +110,16 @@ COMPARE_TEMP_BYTES = 400 * MIB
 # Outputs from this size on use the device window, where it is asked for
 # (stark_referee_data.open_device_window, device_window_bytes); smaller ones
 # cost under a millisecond through host memory (at 16 MiB, 0.6 ms a pair on an
-# H200), and the window takes CHUNK_BYTES of the device.
+# H200), and the window takes DWINDOW_BYTES of the device.
 DWINDOW_MIN = 16 * MIB
+# The device window's capacity unless $STARK_WINDOW_BYTES sets one: chunks
+# of 512 MiB in its two slots.  Each chunk costs a round trip and a launch
+# or two whatever its size (about 1 ms on an H200): on one H200, level 2's
+# problems with 1-2 GiB of outputs spent 456-933 ms of their timing phase,
+# which holds the GPU alone, comparing in 128 MiB chunks, and 112-329 ms
+# in 512 MiB ones (the timing stage 1.5-2.4 -> 1.1-1.7 s).
+DWINDOW_BYTES = 1 << 30
+DWINDOW_GRAIN = 2 * MIB       # smaller outputs get a window of their size, in these
 COMPARE_TEMP_PER_BYTE = 13
 # Inputs and outputs up to this size are copied for the integrity checks
 # (stark_worker.COPY_CHECK_BYTES), beyond it summed.
@@ -272,8 +280,10 @@ def phase_bytes(ref, cand=None, places=1, shape=None, f64=True, repeat=True, gen
     out["call"] = (call(r), call(c))
     out["repeat"] = (call(r) + (r[3] if repeat else 0), call(c))
     i, o, w, f, ci, co = r
-    cmp_ref = w + i + ci + o + co + window_bytes() + min(COMPARE_TEMP_BYTES,
-                                                         COMPARE_TEMP_PER_BYTE * o)
+    # A chunk copied out of the window onto the device: at most the
+    # window's capacity, the device window's on a GPU (gen_placed).
+    chunk = max(window_bytes(), device_window_bytes(ref) if gen_placed else 0)
+    cmp_ref = w + i + ci + o + co + chunk + min(COMPARE_TEMP_BYTES, COMPARE_TEMP_PER_BYTE * o)
     out["compare"] = (cmp_ref, call(c))
     out["centre"] = (gen(r), gen(c))
     if f64 and f64_fits(ref):
@@ -320,32 +330,42 @@ def need_by_phase(ref, cand=None, places=1, shape=None, f64=True, repeat=True, c
             phase_bytes(ref, cand, places, shape, f64, repeat, gen_placed=contexts).items()}
 
 
-def window_bytes(env=None):
+def window_bytes(env=None, device=False):
     """The output window's capacity in bytes: $STARK_WINDOW_BYTES when it
     is a whole number of at least WINDOW_MIN (rounded down to a multiple
-    of WINDOW_ALIGN, WINDOW_MAX at most), else CHUNK_BYTES.  A smaller
-    window costs more round trips per output, not correctness (tests make
-    it small to stream small outputs in many chunks); a larger one fewer,
-    for its bytes on the device."""
+    of WINDOW_ALIGN, WINDOW_MAX at most), else CHUNK_BYTES for the window
+    in host memory and DWINDOW_BYTES for the one on the device (device).
+    A smaller window costs more round trips per output, not correctness
+    (tests make it small to stream small outputs in many chunks); a larger
+    one fewer, for its bytes."""
     v = (os.environ if env is None else env).get("STARK_WINDOW_BYTES", "")
+    dflt = DWINDOW_BYTES if device else CHUNK_BYTES
     try:
         n = int(v)
     except ValueError:
-        return CHUNK_BYTES
+        return dflt
     if n < WINDOW_MIN:
-        return CHUNK_BYTES
+        return dflt
     return min(n, WINDOW_MAX) // WINDOW_ALIGN * WINDOW_ALIGN
+
+
+def device_window_size(out, env=None):
+    """The device window for outputs of `out` bytes (laid out): their size
+    in DWINDOW_GRAIN, up to its capacity (window_bytes, device); larger
+    outputs, and those of a later call that outgrow it, stream through it."""
+    grains = -(-max(out, 1) // DWINDOW_GRAIN) * DWINDOW_GRAIN
+    return min(window_bytes(env, device=True), grains)
 
 
 def device_window_bytes(fp, env=None):
     """The output window the reference's worker holds on the device from
     its first comparison on, unless the host window is asked for
     ($STARK_OUTPUT_WINDOW=host), where the outputs are large enough to use
-    it (DWINDOW_MIN): its capacity (window_bytes)."""
+    it (DWINDOW_MIN): device_window_size of the outputs."""
     env = os.environ if env is None else env
     if env.get("STARK_OUTPUT_WINDOW", "") == "host" or fp.get("out", 0) < DWINDOW_MIN:
         return 0
-    return window_bytes(env)
+    return device_window_size(fp["out"], env)
 
 
 def worker_need(fp):

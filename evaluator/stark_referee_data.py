@@ -264,9 +264,9 @@ class DataPath:
         _, size = W.window_layout(ref_meta[1])
         if self.dwin_state is None and self.cuda and size >= stark_memory.DWINDOW_MIN and \
                 W.window_on_device():
-            self.open_device_window(what)
+            self.open_device_window(what, size)
         win = min(size, self.window_cap)
-        if win > self.window_size:
+        if win > self.window_size and self.dwin_state != "on":
             # Grown only (the window is sealed against shrinking); sparse
             # until the candidate writes.
             os.ftruncate(self.window_fd, win)
@@ -335,9 +335,10 @@ class DataPath:
                           check="digest")
         return self.checked_results(reply, len(ref_meta[1]), what)
 
-    def open_device_window(self, what):
-        """The output window on the device (STARK_OUTPUT_WINDOW=device), of
-        the window's capacity: the reference's worker makes it and passes
+    def open_device_window(self, what, out_bytes):
+        """The output window on the device (STARK_OUTPUT_WINDOW=device), for
+        outputs of out_bytes (stark_memory.device_window_size: their size,
+        1 GiB at most): the reference's worker makes it and passes
         its descriptor (stark_wire.DeviceWindow), which this process hands
         on to the candidate's.  Once both map it, the chunks are copied
         on the device instead of through host memory; where either cannot
@@ -346,9 +347,10 @@ class DataPath:
         self.dwin_state = "off"
         env = self.res["env"]
         ref, cand = self.ref, self.cand
+        cap = stark_memory.device_window_size(out_bytes)
 
         def make():
-            ref.chan.send_json(W.DWINDOW, {"size": self.window_cap}, self.deadline)
+            ref.chan.send_json(W.DWINDOW, {"size": cap}, self.deadline)
             ref.chan.accept_fds = True
             try:
                 kind, obj = ref.chan.recv_json({W.OK: W.CONTROL_MAX, W.ERR: W.CONTROL_MAX},
@@ -359,7 +361,7 @@ class DataPath:
         with Stopped(cand):
             kind, obj, fd = self.talk(ref, "making the device window", make)
         size = obj.get("size")
-        if kind != W.OK or fd < 0 or type(size) is not int or size < self.window_cap:
+        if kind != W.OK or fd < 0 or type(size) is not int or size < cap:
             if fd >= 0:
                 os.close(fd)
             env["output_window_device"] = "not used: the reference's worker made none (%.200s)" % (
@@ -380,7 +382,10 @@ class DataPath:
             self.command(ref, W.DWINDOW, {"use": True} if use else {"drop": True},
                          "the device window")
         if use:
+            # From now on the chunks are the device window's (its capacity:
+            # the host window's grows no further than it had).
             self.dwin_state = "on"
+            self.window_cap = cap
             env["output_window_device"] = "%d MiB, mapped by both workers" % (size >> 20)
         else:
             env["output_window_device"] = ("not used: the candidate's worker could not map "

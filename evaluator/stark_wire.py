@@ -38,7 +38,8 @@ The data path of one call (the same on CPUs and GPUs):
 The output window is a memfd the referee creates before it forks the
 workers and sizes (ftruncate, grown only) to the outputs' bytes
 (window_layout), at most the window's capacity (window_capacity: 256 MiB
-unless $STARK_WINDOW_BYTES says otherwise).  Outputs larger than that
+in host memory, 1 GiB on the device, unless $STARK_WINDOW_BYTES says
+otherwise).  Outputs larger than that
 stream through it in chunks: the outputs, laid out one after another
 (window_layout), are cut at multiples of the capacity (chunk_parts); FETCH
 writes the first chunk, each PUT the next one, and the reference compares
@@ -203,10 +204,11 @@ def window_layout(specs):
     return offs, pos
 
 
-def window_capacity(env=None):
-    """The output window's capacity in bytes (stark_memory.window_bytes:
-    $STARK_WINDOW_BYTES, else WINDOW_BYTES), which the memory plan counts."""
-    return M.window_bytes(env)
+def window_capacity(env=None, device=False):
+    """The output window's capacity in bytes, in host memory or on the
+    device (stark_memory.window_bytes: $STARK_WINDOW_BYTES, else 256 MiB
+    and 1 GiB), which the memory plan counts."""
+    return M.window_bytes(env, device)
 
 
 def window_on_device(env=None):

@@ -976,7 +976,9 @@ END_TEST
  * a memfd taken by one that does (the same file), dropped by the kernel for
  * one that does not; the message arrives either way.  The device window is
  * the default, STARK_OUTPUT_WINDOW=host turns it off, and the memory plan
- * counts it only where it is on and outputs use it (DWINDOW_MIN). */
+ * counts it only where it is on and outputs use it (DWINDOW_MIN): the
+ * outputs' size in 2 MiB grains, 1 GiB at most by default (the host
+ * window's 256 MiB), or $STARK_WINDOW_BYTES. */
 START_TEST(channel_fd)
 {
 	expect_eval(NULL,
@@ -1002,11 +1004,13 @@ START_TEST(channel_fd)
 		    " {'STARK_OUTPUT_WINDOW': 'device'})],"
 		    " [stark_memory.device_window_bytes({'out': o}, e) >> 20 for o, e in ("
 		    "(1 << 30, {}), (1 << 30, {'STARK_OUTPUT_WINDOW': 'host'}),"
-		    " (1 << 20, {}), (1 << 30, {'STARK_WINDOW_BYTES': str(1 << 30)}),"
-		    " (1 << 30, {'STARK_WINDOW_BYTES': 'lots'}))],"
+		    " (1 << 20, {}), (1 << 30, {'STARK_WINDOW_BYTES': str(256 << 20)}),"
+		    " (1 << 30, {'STARK_WINDOW_BYTES': 'lots'}), ((40 << 20) + 1, {}), (3 << 30, {}))],"
 		    " [stark_wire.window_capacity(e) for e in ({'STARK_WINDOW_BYTES': '5000'},"
-		    " {'STARK_WINDOW_BYTES': '100'}, {'STARK_WINDOW_BYTES': str(1 << 40)})])",
-		    "([True, False, True], [256, 0, 0, 1024, 256], [4864, 268435456, 17179869184])");
+		    " {'STARK_WINDOW_BYTES': '100'}, {'STARK_WINDOW_BYTES': str(1 << 40)})],"
+		    " [stark_wire.window_capacity({}, d) >> 20 for d in (False, True)])",
+		    "([True, False, True], [1024, 0, 0, 256, 1024, 42, 1024],"
+		    " [4864, 268435456, 17179869184], [256, 1024])");
 }
 END_TEST
 
