@@ -149,7 +149,7 @@ def warm_meta():
     a process forked afterwards inherits what its first use made: under
     torch 2.11 it cost seconds a process (the H200's host, KernelBench's
     level 2 problem 1 alone: 2.7 s building its model and inputs on meta,
-    2.4 s its forward; 5.3 s together with six at once), against
+    2.4 s its forward; 4-5 s in all with six at once), against
     milliseconds once made.  The zygote calls it (stark_referee.prewarm).
     Meta only: it never touches CUDA, which the zygote must not
     initialize.  Never raises; returns what it did, for PREWARM."""
