@@ -50,11 +50,13 @@ else
 	not_ok "two devices: exit $rc" "$(printf '%s\n' "$out" | tail -n 15)"
 fi
 # Where the time went: the startup's parts (the reference worker's own
-# steps among them) and the comparisons' chunks, from the results' env.
+# steps among them), the pairs' parts and the comparisons' chunks, from
+# the results' env.
 if [[ "$out" == *"== where the time went by level"* ]] &&
 	grep -Eq '^level 1, startup: before [0-9]+, .*plan [0-9]+, ref_jail [0-9]+' <<<"$out" &&
+	grep -Eq '^level 1, the pairs: gen [0-9]+, call [0-9]+, .*compare [0-9]+' <<<"$out" &&
 	grep -Eq '^level 1, comparisons: chunks [1-9][0-9]*, copy [0-9]+, judge [0-9]+' <<<"$out"; then
-	ok "where the time went: the startup's parts and the comparisons' chunks by level"
+	ok "where the time went: the startup's and the pairs' parts, the comparisons' chunks by level"
 else
 	not_ok "where the time went" "$(printf '%s\n' "$out" | grep -A4 'where the time')"
 fi
