@@ -110,7 +110,8 @@ COMPARE_TEMP_BYTES = 400 * MIB
 # Outputs from this size on use the device window, where it is asked for
 # (stark_referee_data.open_device_window, device_window_bytes); smaller ones
 # cost under a millisecond through host memory (at 16 MiB, 0.6 ms a pair on an
-# H200), and the window takes DWINDOW_BYTES of the device.
+# H200), and the window takes their size of the device, DWINDOW_BYTES at
+# most (device_window_size).
 DWINDOW_MIN = 16 * MIB
 # The device window's capacity unless $STARK_WINDOW_BYTES sets one: chunks
 # of 512 MiB in its two slots.  Each chunk costs a round trip and a launch
