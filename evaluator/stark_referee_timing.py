@@ -256,7 +256,21 @@ class Timing:
         """The timing phase: no-op round trips, warm-up pairs (checked, not
         timed), then timed pairs in alternating order until both medians
         are known to target_rse or the time is up.  Holds the GPU lock
-        throughout, on the timing CPUs where there are (stark_referee_cpus)."""
+        throughout, on the timing CPUs where there are (stark_referee_cpus).
+        What its reading of the GPU's state needs is made before, under the
+        shared lock (DEVICE_INFO's prepare)."""
+        self.steps = {}
+        if self.cuda:
+            ts = time.monotonic()
+            prep = self.gpu_optional(
+                lambda: self.command(self.ref, W.DEVICE_INFO, {"prepare": True},
+                                     "preparing the GPU's state"),
+                "timing_prepare", "preparing the timing phase")
+            errs = ["%s: %s" % (k, v) for k, v in (prep or {}).items()
+                    if k.endswith("_error") and isinstance(v, str)]
+            if errs:
+                self.res["env"]["timing_prepare"] = "; ".join(errs)[:600]
+            self.res["env"]["timing_prepare_ms"] = "%.0f" % ((time.monotonic() - ts) * 1e3)
         if not self.take_lock():
             self.res["env"]["timing_stop"] = "gpu_lock"
             return
@@ -265,14 +279,19 @@ class Timing:
         t0 = time.monotonic()
         try:
             self.cpus_move(True)
+            self.step("cpus", t0)
             self.timing_phase()
         finally:
+            t1 = time.monotonic()
             self.cpus_move(False)
             self.release_lock()
+            self.step("cpus", t1)
             # Where the phase's time went (env timing_pair_ms): its pairs'
-            # parts, and the rest (no-op round trips, the GPU's state, the
-            # placement scan, moving the workers).
+            # parts, its own steps (no-op round trips, timed no-ops and
+            # the GPU's state, the placement scan, moving the workers),
+            # and the rest.
             parts = {k: v - spent0.get(k, 0.0) for k, v in self.spent.items()}
+            parts.update(self.steps)
             rest = time.monotonic() - t0 - sum(parts.values())
             self.res["env"]["timing_pair_ms"] = " ".join(
                 "%s %.0f" % (k, v * 1e3) for k, v in list(parts.items()) +
@@ -280,6 +299,13 @@ class Timing:
             work = [a - b for a, b in zip(self.cmp_work, work0)]
             if work[0]:
                 self.res["env"]["timing_compare_ms"] = self.work_text(work)
+
+    def step(self, name, t0):
+        """Adds the time since t0 to a step of the timing phase outside its
+        pairs (env timing_pair_ms); returns now."""
+        t = time.monotonic()
+        self.steps[name] = self.steps.get(name, 0.0) + (t - t0)
+        return t
 
     def scan_placements(self, nplace):
         """Each worker, the other stopped, times forward on each of its
@@ -328,10 +354,12 @@ class Timing:
         # candidate remembered from the first are no use.
         lp = "" if retry else "retry-"
         noop = {}
+        ts = time.monotonic()
         for role, w, other in (("ref", self.ref, self.cand), ("cand", self.cand, self.ref)):
             with Stopped(other):
                 pings = [self.ping(w) for _ in range(NOOP_PINGS)]
             noop[role] = sorted(pings)[len(pings) // 2]
+        ts = self.step("pings", ts)
         sync_us, dev0, slack_c, nops = 0.0, {}, 0.0, []
         if self.cuda:
             # What a device-wide synchronize and a guard event cost by
@@ -339,6 +367,7 @@ class Timing:
             with Stopped(self.cand):
                 dev0 = self.command(self.ref, W.DEVICE_INFO, {"bandwidth": True},
                                     "reading the GPU's state")
+                ts = self.step("state", ts)
                 nops = [self.command(self.ref, W.TIMED_NOOP, None, "a timed no-op")
                         for _ in range(NOOP_PINGS)]
             gaps = guard_gaps(nops)
@@ -348,6 +377,7 @@ class Timing:
                          for _ in range(NOOP_PINGS)]
             slack_c = guard_host_slack(nops, cnops)
             env["timing_guard_slack_us"] = "%.1f" % slack_c
+            ts = self.step("nops", ts)
         # Memory placements the timed calls rotate through (the reference
         # worker's count, from its GEN replies); each is warmed up, so
         # that no placement's first timed call makes its allocations.
@@ -356,7 +386,9 @@ class Timing:
         if self.place_cap is not None:
             nplace = min(nplace, self.place_cap)
         if nplace > PLACEMENT_KEEP:
+            ts = time.monotonic()
             nplace = self.scan_placements(nplace)
+            self.step("scan", ts)
         warm = max(req["warmup"], nplace if nplace > 1 else 0)
         i = extra = 0
         while i < warm:
@@ -436,8 +468,10 @@ class Timing:
                 break
         dev1 = {}
         if self.cuda:
+            ts = time.monotonic()
             with Stopped(self.cand):
                 dev1 = self.command(self.ref, W.DEVICE_INFO, {}, "reading the GPU's state")
+            self.step("state", ts)
             self.gpu_env(dev0, dev1)
         self.res["stage_ms"]["time_ms"] = (time.monotonic() - t_first) * 1e3
         env["timing_stop"] = stop_why

@@ -158,6 +158,42 @@ def states(keys, text=None):
     return [held.get((os.major(d), os.minor(d), ino), by_ino.get(ino, "")) for d, ino in keys]
 
 
+def holders(keys, text=None):
+    """How many processes hold each lock file's GPU byte (keys as for
+    states): a timing's one, or the shared steps in at once."""
+    if text is None:
+        with open("/proc/locks") as f:
+            text = f.read()
+    n = {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) < 8 or f[1] == "->":
+            continue
+        parts = f[5].split(":")
+        if len(parts) != 3:
+            continue
+        try:
+            key = (int(parts[0], 16), int(parts[1], 16), int(parts[2]))
+            lo = int(f[6])
+            hi = float("inf") if f[7] == "EOF" else int(f[7])
+        except ValueError:
+            continue
+        if lo <= GPU <= hi:
+            n[key] = n.get(key, 0) + 1
+    by_ino = {}
+    for (_, _, ino), c in n.items():
+        by_ino[ino] = by_ino.get(ino, 0) + c
+    return [n.get((os.major(d), os.minor(d), ino), by_ino.get(ino, 0)) for d, ino in keys]
+
+
+def cpu_ticks():
+    """(busy, all) jiffies of the machine's CPUs, from /proc/stat's first
+    line: busy is all less idle and iowait."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v) - v[3] - (v[4] if len(v) > 4 else 0), sum(v)
+
+
 def _alive(pid):
     """Whether pid runs (a zombie has ended)."""
     fields = _stat(pid)
@@ -166,17 +202,30 @@ def _alive(pid):
 
 def watch(pid, out, every=0.5):
     """Appends a line to `out` every `every` seconds until `pid` ends: the
-    seconds since the start and each GPU's state (states), "-" for free."""
+    seconds since the start and each GPU's state (states), "-" for free;
+    and one to `out`.host: the seconds, the host's CPU busy share (%) and
+    each GPU's lock holders (holders)."""
     t0 = time.monotonic()
     keys = []
-    with open(out, "a") as f:
+    last = cpu_ticks()
+    # Beside it, OUT.host: the seconds, the host CPUs' busy share since
+    # the last sample (%), and each GPU's lock holders.
+    with open(out, "a") as f, open(out + ".host", "a") as h:
         while _alive(pid):
             if not keys:
                 keys = lock_files(pid)
             if keys:
-                f.write("%.2f %s\n" % (time.monotonic() - t0,
-                                       " ".join(s or "-" for s in states(keys))))
+                with open("/proc/locks") as pl:
+                    text = pl.read()
+                at = time.monotonic() - t0
+                f.write("%.2f %s\n" % (at, " ".join(s or "-" for s in states(keys, text))))
                 f.flush()
+                now = cpu_ticks()
+                busy = 100.0 * (now[0] - last[0]) / max(now[1] - last[1], 1)
+                last = now
+                h.write("%.2f %.1f %s\n" % (at, busy, " ".join(
+                    str(c) for c in holders(keys, text))))
+                h.flush()
             time.sleep(every)
 
 

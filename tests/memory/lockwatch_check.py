@@ -99,6 +99,18 @@ def main():
        "ranges to EOF cover the GPU byte; the timing mark (byte 3) alone is not the GPU; "
        "lines it cannot read are skipped", got)
 
+    text2 = ("1: POSIX  ADVISORY  READ  10 fe:01:77 1 1\n"
+             "2: POSIX  ADVISORY  READ  14 fe:01:77 0 EOF\n"
+             "3: -> POSIX  ADVISORY  WRITE 11 fe:01:77 1 1\n"
+             "4: POSIX  ADVISORY  READ  15 fe:01:77 3 3\n"
+             "5: POSIX  ADVISORY  WRITE 16 fe:01:78 1 1\n")
+    got = G.holders([(dev, 77), (dev, 78), (dev, 79)], text2)
+    ok(got == [2, 1, 0], "holders: two shared steps in at once, one timing, none; "
+       "waiters and the timing mark are not holders", got)
+    busy, total = G.cpu_ticks()
+    ok(0 <= busy <= total and total > 0, "the host's CPU ticks read from /proc/stat",
+       (busy, total))
+
     # The sampler: a line a sample until the bench ends.
     out = os.path.join(tmp, "locks.txt")
     pid = bench(tmp, [fcntl.LOCK_EX, fcntl.LOCK_SH], secs=1.2)
@@ -114,6 +126,11 @@ def main():
        all(ln[1:] in (["timing", "shared"], ["-", "-"]) for ln in lines) and took < 10,
        "watch writes each GPU's state every interval and ends with the bench",
        "rc %s, %d lines, %.1f s: %s" % (rc, len(lines), took, lines[:3]))
+    host = [ln.split() for ln in open(out + ".host")] if os.path.exists(out + ".host") else []
+    ok(len(host) == len(lines) and all(len(x) == 4 and 0.0 <= float(x[1]) <= 100.0 and
+                                       x[2:] in (["1", "1"], ["0", "0"]) for x in host),
+       "beside it, the host's CPU busy share and each GPU's holders a sample", host[:3])
+    os.unlink(out + ".host")
     os.unlink(out)
     os.rmdir(tmp)
     return done()
