@@ -257,7 +257,8 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
             # failure here would be theirs (an `error` there is the
             # reference's, whose failure here only skips the probe).
             t0 = time.monotonic()
-            self.gpu_optional(self.probe_shape, "shape_probe", "the call at another shape")
+            self.gpu_optional(self.probe_shape, "shape_probe", "the call at another shape",
+                              "shape")
             if "probe_ms" in self.res["env"]:
                 self.res["env"]["probe_ms"] += "/%.0f" % ((time.monotonic() - t0) * 1e3)
         else:
@@ -271,12 +272,12 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
         """The probes (operators; precision and shape only for a candidate
         stark's trials passed) and the timing phase."""
         t0 = time.monotonic()
-        with self.gpu_shared("the operator probe"):
+        with self.gpu_shared("the operator probe", "probes"):
             self.probe_ops()
         t1 = time.monotonic()
         if not self.lenient:
             # Precision is stark's question about a candidate it passed.
-            with self.gpu_shared("the precision probe"):
+            with self.gpu_shared("the precision probe", "probes"):
                 self.probe_precision()
             self.judge_precision()
         t2 = time.monotonic()
@@ -513,7 +514,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
             variant = t % 2 == 1
             what = "trial %d of %d%s" % (t + 1, trials, ", scaled inputs" if variant else "")
             t1 = time.monotonic()
-            with self.gpu_shared(what):
+            with self.gpu_shared(what, "trials"):
                 # The first trial is judged for precision too (judge_precision).
                 _, replies, _, bad = self.run_pair("trial-%d" % t, what, variant=variant,
                                                    repeat=t == 0,

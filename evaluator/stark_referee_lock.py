@@ -76,6 +76,8 @@ class GpuLock:
     keeps the clock of its queue."""
 
     timing_marked = False     # LOCK_TIMING held (take_lock)
+    held_since = None         # when the lock now held was taken
+    held_step = None          # what for: the step's name in env gpu_held_ms
 
     # -- the queue's clock -------------------------------------------------
     # Waiting for the other evaluations on the GPU (the memory ledger's
@@ -122,7 +124,7 @@ class GpuLock:
         self.res["env"]["queue_ms"] = "%.0f of %.0f" % (self.queue_s * 1e3,
                                                        self.queue_allow_s * 1e3)
 
-    def take_lock(self, exclusive=True):
+    def take_lock(self, exclusive=True, step=None):
         """The GPU lock (fd 4, when the orchestrator passed one): POSIX
         record locks on its byte LOCK_GPU, exclusive for a timing phase,
         shared for other work on the GPU (loading, trials, probes), so no
@@ -145,7 +147,9 @@ class GpuLock:
 
         Waits while time for two pairs is left; returns False when the
         deadline came first.  A lock already held in the other mode is
-        let go first."""
+        let go first.  `step` names what the lock is held for in env
+        gpu_held_ms (how long each kind of step held it: which of them
+        keeps the GPU from the others)."""
         if self.lock_fd is None:
             return True
         want = "ex" if exclusive else "sh"
@@ -155,7 +159,11 @@ class GpuLock:
         fd = self.lock_fd
         env = self.res["env"]
         with self.queued():
-            return self._wait_lock(fd, want, exclusive, env)
+            got = self._wait_lock(fd, want, exclusive, env)
+        if self.lock_held == want:
+            self.held_since = time.monotonic()
+            self.held_step = step or ("timing" if exclusive else "other")
+        return got
 
     def _wait_lock(self, fd, want, exclusive, env):
         t0 = time.monotonic()
@@ -203,7 +211,20 @@ class GpuLock:
         if self.lock_held:
             self.lock_held = None
             _unlock(self.lock_fd, LOCK_GPU)
+            self._count_held()
         self._unmark_timing(self.lock_fd)
+
+    def _count_held(self):
+        """Adds the hold just ended to env gpu_held_ms ("step ms ...")."""
+        if self.held_since is None:
+            return
+        held = getattr(self, "held_ms", None)
+        if held is None:
+            held = self.held_ms = {}
+        step = self.held_step or "other"
+        held[step] = held.get(step, 0.0) + (time.monotonic() - self.held_since) * 1e3
+        self.held_since = self.held_step = None
+        self.res["env"]["gpu_held_ms"] = " ".join("%s %.0f" % kv for kv in held.items())[:200]
 
     def _unmark_timing(self, fd):
         if self.timing_marked:
@@ -211,28 +232,29 @@ class GpuLock:
             _unlock(fd, LOCK_TIMING)
 
     @contextlib.contextmanager
-    def gpu_shared(self, what="a step on the GPU"):
+    def gpu_shared(self, what="a step on the GPU", step="other"):
         """One step of GPU work outside the timing phase (loading, a trial,
         a probe) under the GPU lock, shared; let go after the step, so a
         timing that waits gets its turn.  Raises LockNotFree (an error: the
-        evaluator's queue) when the deadline comes first."""
+        evaluator's queue) when the deadline comes first.  `step`: its
+        kind, for env gpu_held_ms."""
         if not (self.cuda and self.lock_fd is not None):
             yield
             return
-        if not self.take_lock(exclusive=False):
+        if not self.take_lock(exclusive=False, step=step):
             raise LockNotFree(what)
         try:
             yield
         finally:
             self.release_lock()
 
-    def gpu_optional(self, fn, key, what):
+    def gpu_optional(self, fn, key, what, step="other"):
         """fn() as a step under the shared GPU lock, for a step the verdict
         can do without (the checks after the timing): skipped when the lock
         is not free before the deadline, env[key] saying so.  Returns fn's
         result, or None when skipped."""
         try:
-            with self.gpu_shared(what):
+            with self.gpu_shared(what, step):
                 return fn()
         except LockNotFree as e:
             self.res["env"][key] = ("skipped: %s" % e.message)[:900]

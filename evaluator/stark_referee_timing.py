@@ -265,7 +265,7 @@ class Timing:
             prep = self.gpu_optional(
                 lambda: self.command(self.ref, W.DEVICE_INFO, {"prepare": True},
                                      "preparing the GPU's state"),
-                "timing_prepare", "preparing the timing phase")
+                "timing_prepare", "preparing the timing phase", "prepare")
             errs = ["%s: %s" % (k, v) for k, v in (prep or {}).items()
                     if k.endswith("_error") and isinstance(v, str)]
             if errs:

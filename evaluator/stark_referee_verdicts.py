@@ -112,7 +112,7 @@ class Verdicts:
             what = "KernelBench trial %d of %d" % (t + 1, n)
             try:
                 ahead = self.kb_inputs_ahead(seed, prec, what)
-                with self.gpu_shared(what):
+                with self.gpu_shared(what, "kb_trials"):
                     r = self._kb_trial(t, seed, what, tol, ahead)
             except _KbStop as s:
                 stop = (s.status, "trial %d: %s" % (t + 1, s.why))

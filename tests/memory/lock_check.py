@@ -136,6 +136,24 @@ def main():
        "returned %r, held %r, env %r" % (r, held, ev.res["env"]))
     ok(can_take(path) and ev.lock_held is None, "and lets the lock go after the step")
 
+    # How long each kind of step held the lock (env gpu_held_ms), the
+    # waits left out: a hold of 0.2 s and one of 0.1 s of trials, a
+    # timing of 0.15 s, a step without a kind.
+    ev = Evaluation(fd)
+    for step, secs in (("trials", 0.2), ("trials", 0.1), ("probes", 0.0)):
+        with ev.gpu_shared("a step", step):
+            time.sleep(secs)
+    ok(ev.take_lock(exclusive=True), "a timing takes the free lock")
+    time.sleep(0.15)
+    ev.release_lock()
+    with ev.gpu_shared("a step"):
+        pass
+    held = dict(zip(ev.res["env"].get("gpu_held_ms", "").split()[0::2],
+                    map(float, ev.res["env"].get("gpu_held_ms", "").split()[1::2])))
+    ok(sorted(held) == ["other", "probes", "timing", "trials"] and
+       290 <= held["trials"] < 600 and 140 <= held["timing"] < 450 and held["probes"] < 100,
+       "env gpu_held_ms: how long each kind of step held the GPU lock", held)
+
     # The queue's allowance: the request's queue_ms where the orchestrator
     # gave one (evaluations sharing the GPU), else the wall time again.
     ok(L.queue_allowance({"queue_ms": 1080000}, 180.0) == 1080.0 and
