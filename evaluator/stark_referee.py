@@ -51,6 +51,7 @@ import torch
 
 import _stark
 import stark_cuda
+import stark_fused
 import stark_lang
 import stark_triton
 import stark_wire as W
@@ -478,6 +479,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
         ref_info = self.talk(self.ref, "loading", self.expect_ok, self.ref,
                              "construction of Model")
         self.note_mem("ref", "load", ref_info)
+        self.prepare_device()
         self.ref_stochastic = [str(x)[:80] for x in (ref_info.get("stochastic") or [])
                                if isinstance(x, str)][:4] if isinstance(ref_info, dict) else []
         if compiled:
@@ -502,6 +504,29 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
                 int_field(cub, "cached"))
         if info.get("reuses_reference") is True:
             self.flag("reuses_reference")
+
+    def prepare_device(self):
+        """Beside the candidate's loading, and like loading outside the GPU
+        lock (a context and a few small kernels): the reference's worker
+        makes what the timing phase's readings need (the flush's context,
+        NVML's handle) and, where the outputs are large enough for it
+        (stark_fused.FUSED_MIN), readies the fused comparison, so that no
+        hold of the GPU lock waits for them (DEVICE_INFO's prepare)."""
+        if not self.cuda:
+            return
+        t0 = time.monotonic()
+        est = (self.fp_estimated or {}).get("out", 0)
+        info = self.command(self.ref, W.DEVICE_INFO,
+                            {"prepare": True, "compare": est >= stark_fused.FUSED_MIN},
+                            "preparing the GPU's state")
+        env = self.res["env"]
+        errs = ["%s: %s" % (k, v) for k, v in info.items()
+                if k.endswith("_error") and isinstance(v, str)]
+        if errs:
+            env["device_prepare"] = "; ".join(errs)[:600]
+        if isinstance(info.get("kernel"), str):
+            env["compare_kernel"] = info["kernel"][:400]
+        env["device_prepare_ms"] = "%.0f" % ((time.monotonic() - t0) * 1e3)
 
     def check_trials(self):
         """The trials alternate between the problem's own inputs and the

@@ -257,20 +257,9 @@ class Timing:
         timed), then timed pairs in alternating order until both medians
         are known to target_rse or the time is up.  Holds the GPU lock
         throughout, on the timing CPUs where there are (stark_referee_cpus).
-        What its reading of the GPU's state needs is made before, under the
-        shared lock (DEVICE_INFO's prepare)."""
+        What its readings of the GPU's state need was made at loading
+        (Evaluation.prepare_device)."""
         self.steps = {}
-        if self.cuda:
-            ts = time.monotonic()
-            prep = self.gpu_optional(
-                lambda: self.command(self.ref, W.DEVICE_INFO, {"prepare": True},
-                                     "preparing the GPU's state"),
-                "timing_prepare", "preparing the timing phase", "prepare")
-            errs = ["%s: %s" % (k, v) for k, v in (prep or {}).items()
-                    if k.endswith("_error") and isinstance(v, str)]
-            if errs:
-                self.res["env"]["timing_prepare"] = "; ".join(errs)[:600]
-            self.res["env"]["timing_prepare_ms"] = "%.0f" % ((time.monotonic() - ts) * 1e3)
         if not self.take_lock():
             self.res["env"]["timing_stop"] = "gpu_lock"
             return

@@ -198,7 +198,6 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
         self.l2_bytes = 0
         self.persist_error = None
         self.nvml = None
-        self.bw_bufs = None         # the copy rate's buffers (DEVICE_INFO)
         self.warming = None
         if self.device.type == "cuda":
             # A CUDA process's first uses cost about 0.3 s on the H100 (the

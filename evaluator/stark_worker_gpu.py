@@ -17,6 +17,7 @@ import time
 import torch
 
 import stark_cuda
+import stark_fused
 import stark_tensors as T
 import stark_wire as W
 
@@ -502,20 +503,11 @@ class GpuTiming:
             torch.cuda.synchronize(self.device)
         return {}
 
-    def _bandwidth_buffers(self):
-        """The copy-rate measurement's two buffers, made once (kept until
-        the measurement)."""
-        if self.bw_bufs is None:
-            src = torch.empty(BANDWIDTH_BYTES, dtype=torch.uint8, device=self.device).fill_(1)
-            self.bw_bufs = (src, torch.empty_like(src))
-            torch.cuda.synchronize(self.device)
-        return self.bw_bufs
-
     def _copy_bandwidth(self):
         """The device's copy rate in bytes moved (read + written) per second:
         the best of 3 device-to-device copies of BANDWIDTH_BYTES."""
-        src, dst = self._bandwidth_buffers()
-        self.bw_bufs = None
+        src = torch.empty(BANDWIDTH_BYTES, dtype=torch.uint8, device=self.device).fill_(1)
+        dst = torch.empty_like(src)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         dst.copy_(src)
         best = float("inf")
@@ -535,21 +527,29 @@ class GpuTiming:
         throttling, temperature and power through NVML; the L2 size; the
         copy rate when asked).  Never fails: what cannot be had is said.
 
-        With {"prepare": true}, only what the timing phase's reading will
-        need is made, and nothing read: the flush's context and buffer,
-        NVML's handle and the copy rate's buffers.  Made before the phase
-        takes the GPU alone, they cost it nothing: on an H200 they were
-        230-340 ms of a 1.0 s timing phase, the GPU idle meanwhile."""
+        With {"prepare": true}, sent once the model is loaded, outside the
+        GPU lock, beside the candidate's loading: only what the timing
+        phase's readings need is made, and nothing read (the flush's
+        context and buffer, NVML's handle); with "compare" too, the fused
+        comparison is made ready (stark_fused.enable: its kernels waited
+        for and tried), and "kernel" says how comparisons will run.  Under
+        the timing's exclusive lock these took 230-340 ms of a 1.0 s phase
+        on an H200, and under the shared lock 0.2-0.6 s, the GPU idle
+        meanwhile; the self-test, 35-260 ms of the first trial's hold."""
         info = {}
         if self.device.type != "cuda":
             return info
         if args.get("prepare"):
-            for what, fn in (("flush", self._flush_setup), ("nvml", self._nvml_setup),
-                             ("copy", self._bandwidth_buffers)):
+            for what, fn in (("flush", self._flush_setup), ("nvml", self._nvml_setup)):
                 try:
                     fn()
                 except Exception as e:
                     info["%s_error" % what] = W.exc_text(e)
+            if (args.get("compare") is True and self.fused_note is None and
+                    self.cfg.get("compare_kernel") is True):
+                self.fused_note = stark_fused.enable(self.device, self.fused_prep)
+                self.fused_prep = None
+                info["kernel"] = self.fused_note
             return info
         try:
             self._flush_setup()
