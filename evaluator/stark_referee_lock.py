@@ -214,6 +214,22 @@ class GpuLock:
             self._count_held()
         self._unmark_timing(self.lock_fd)
 
+    def note_kernels(self, reply):
+        """Adds a CALL reply's kernel time (its events, ev_us) to the hold
+        it was made in, for env gpu_held_calls_ms: how much of each kind of
+        hold the models' own forwards kept the GPU busy (the candidate's
+        events are its own word: a diagnostic, never evidence)."""
+        us = reply.get("ev_us") if isinstance(reply, dict) else None
+        if (not self.lock_held or type(us) not in (int, float) or not 0 <= us < 1e9):
+            return
+        calls = getattr(self, "held_calls", None)
+        if calls is None:
+            calls = self.held_calls = {}
+        step = self.held_step or "other"
+        calls[step] = calls.get(step, 0.0) + us / 1e3
+        self.res["env"]["gpu_held_calls_ms"] = " ".join(
+            "%s %.0f" % kv for kv in calls.items())[:200]
+
     def _count_held(self):
         """Adds the hold just ended to env gpu_held_ms ("step ms ...")."""
         if self.held_since is None:

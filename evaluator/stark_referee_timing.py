@@ -193,6 +193,7 @@ class Timing:
             raise
         if w.role == "ref":
             self.ref_call_max_ns = max(self.ref_call_max_ns, ns)
+        self.note_kernels(obj)
         return ns, obj, raw
 
     def _settle(self, w, deadline, measure=False):

@@ -145,7 +145,11 @@ def main():
             time.sleep(secs)
     ok(ev.take_lock(exclusive=True), "a timing takes the free lock")
     time.sleep(0.15)
+    for reply in ({"ev_us": 40000.0}, {"ev_us": 2500}, {"ev_us": float("nan")},
+                  {"ev_us": True}, {}, None):
+        ev.note_kernels(reply)
     ev.release_lock()
+    ev.note_kernels({"ev_us": 90000.0})         # no lock held: not counted
     with ev.gpu_shared("a step"):
         pass
     held = dict(zip(ev.res["env"].get("gpu_held_ms", "").split()[0::2],
@@ -153,6 +157,10 @@ def main():
     ok(sorted(held) == ["other", "probes", "timing", "trials"] and
        290 <= held["trials"] < 600 and 140 <= held["timing"] < 450 and held["probes"] < 100,
        "env gpu_held_ms: how long each kind of step held the GPU lock", held)
+    ok(ev.res["env"].get("gpu_held_calls_ms") == "timing 42",
+       "env gpu_held_calls_ms: the calls' kernel time in those holds; readings "
+       "that are not times, and calls outside a hold, left out",
+       ev.res["env"].get("gpu_held_calls_ms"))
 
     # The queue's allowance: the request's queue_ms where the orchestrator
     # gave one (evaluations sharing the GPU), else the wall time again.
