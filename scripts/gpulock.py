@@ -125,14 +125,10 @@ def lock_files(pid):
     return []
 
 
-def states(keys, text=None):
-    """What each lock file's GPU byte (keys: (st_dev, st_ino)) is held for
-    now: "timing" (exclusively), "shared", or "" (free), from /proc/locks
-    (or `text` in its format).  Waiters ("->") hold nothing."""
-    if text is None:
-        with open("/proc/locks") as f:
-            text = f.read()
-    held = {}
+def _gpu_locks(text):
+    """(key, mode) of each lock held on a GPU byte in /proc/locks's text:
+    key (st_dev major, minor, inode), mode WRITE or READ.  Waiters ("->")
+    hold nothing; lines it cannot read are skipped."""
     for line in text.splitlines():
         f = line.split()
         if len(f) < 8 or f[1] == "->":
@@ -148,42 +144,44 @@ def states(keys, text=None):
         except ValueError:
             continue
         if lo <= GPU <= hi:
-            was = held.get(key, "")
-            held[key] = "timing" if mode == "WRITE" or was == "timing" else "shared"
-    # By device and inode; else by inode alone: on an overlay file system
-    # stat() names the overlay's device and /proc/locks the layer's.
+            yield key, mode
+
+
+def _by_keys(keys, found, merge, none):
+    """found's values for keys (st_dev, st_ino): by device and inode, else
+    by inode alone (on an overlay file system stat() names the overlay's
+    device and /proc/locks the layer's), the inode's values merged."""
     by_ino = {}
-    for (_, _, ino), how in held.items():
-        by_ino[ino] = "timing" if how == "timing" or by_ino.get(ino) == "timing" else how
-    return [held.get((os.major(d), os.minor(d), ino), by_ino.get(ino, "")) for d, ino in keys]
+    for (_, _, ino), v in found.items():
+        by_ino[ino] = merge(by_ino[ino], v) if ino in by_ino else v
+    return [found.get((os.major(d), os.minor(d), ino), by_ino.get(ino, none)) for d, ino in keys]
+
+
+def _read_locks(text):
+    if text is None:
+        with open("/proc/locks") as f:
+            text = f.read()
+    return text
+
+
+def states(keys, text=None):
+    """What each lock file's GPU byte (keys: (st_dev, st_ino)) is held for
+    now: "timing" (exclusively), "shared", or "" (free), from /proc/locks
+    (or `text` in its format)."""
+    held = {}
+    for key, mode in _gpu_locks(_read_locks(text)):
+        was = held.get(key, "")
+        held[key] = "timing" if mode == "WRITE" or was == "timing" else "shared"
+    return _by_keys(keys, held, lambda a, b: "timing" if "timing" in (a, b) else b, "")
 
 
 def holders(keys, text=None):
     """How many processes hold each lock file's GPU byte (keys as for
     states): a timing's one, or the shared steps in at once."""
-    if text is None:
-        with open("/proc/locks") as f:
-            text = f.read()
     n = {}
-    for line in text.splitlines():
-        f = line.split()
-        if len(f) < 8 or f[1] == "->":
-            continue
-        parts = f[5].split(":")
-        if len(parts) != 3:
-            continue
-        try:
-            key = (int(parts[0], 16), int(parts[1], 16), int(parts[2]))
-            lo = int(f[6])
-            hi = float("inf") if f[7] == "EOF" else int(f[7])
-        except ValueError:
-            continue
-        if lo <= GPU <= hi:
-            n[key] = n.get(key, 0) + 1
-    by_ino = {}
-    for (_, _, ino), c in n.items():
-        by_ino[ino] = by_ino.get(ino, 0) + c
-    return [n.get((os.major(d), os.minor(d), ino), by_ino.get(ino, 0)) for d, ino in keys]
+    for key, _ in _gpu_locks(_read_locks(text)):
+        n[key] = n.get(key, 0) + 1
+    return _by_keys(keys, n, lambda a, b: a + b, 0)
 
 
 def cpu_ticks():
