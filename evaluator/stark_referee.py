@@ -509,7 +509,8 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
         """Beside the candidate's loading, and like loading outside the GPU
         lock (a context and a few small kernels): the reference's worker
         makes what the timing phase's readings need (the flush's context,
-        NVML's handle) and, where the outputs are large enough for it
+        NVML's handle; none without a timing) and, where the outputs are
+        large enough for it
         (stark_fused.FUSED_MIN), readies the fused comparison, so that no
         hold of the GPU lock waits for them (DEVICE_INFO's prepare)."""
         if not self.cuda:
@@ -517,7 +518,8 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
         t0 = time.monotonic()
         est = (self.fp_estimated or {}).get("out", 0)
         info = self.command(self.ref, W.DEVICE_INFO,
-                            {"prepare": True, "compare": est >= stark_fused.FUSED_MIN},
+                            {"prepare": True, "timing": bool(self.req["timing"]),
+                             "compare": est >= stark_fused.FUSED_MIN},
                             "preparing the GPU's state")
         env = self.res["env"]
         errs = ["%s: %s" % (k, v) for k, v in info.items()

@@ -530,7 +530,8 @@ class GpuTiming:
         With {"prepare": true}, sent once the model is loaded, outside the
         GPU lock, beside the candidate's loading: only what the timing
         phase's readings need is made, and nothing read (the flush's
-        context and buffer, NVML's handle); with "compare" too, the fused
+        context and buffer, NVML's handle; not with "timing": false);
+        with "compare" too, the fused
         comparison is made ready (stark_fused.enable: its kernels waited
         for and tried), and "kernel" says how comparisons will run.  Under
         the timing's exclusive lock these took 230-340 ms of a 1.0 s phase
@@ -540,7 +541,8 @@ class GpuTiming:
         if self.device.type != "cuda":
             return info
         if args.get("prepare"):
-            for what, fn in (("flush", self._flush_setup), ("nvml", self._nvml_setup)):
+            made = (("flush", self._flush_setup), ("nvml", self._nvml_setup))
+            for what, fn in made if args.get("timing") is not False else ():
                 try:
                     fn()
                 except Exception as e:
