@@ -185,6 +185,8 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
         self.chunks = 0                 # most chunks an output streamed in
         self.lock_held = None       # "ex", "sh" or None
         self.lock_wait = {}         # seconds waited for the GPU lock, by mode
+        self.held_ms = {}           # ms the GPU lock was held, by step (env gpu_held_ms)
+        self.held_calls = {}        # the calls' kernel ms within (env gpu_held_calls_ms)
         self.spent = {}             # seconds by part of a pair (env pair_ms)
         # The reference worker's own time in the comparisons (env compare_ms):
         # chunks, ms copying them out of the window, ms judging them.

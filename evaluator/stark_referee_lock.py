@@ -222,9 +222,7 @@ class GpuLock:
         us = reply.get("ev_us") if isinstance(reply, dict) else None
         if (not self.lock_held or type(us) not in (int, float) or not 0 <= us < 1e9):
             return
-        calls = getattr(self, "held_calls", None)
-        if calls is None:
-            calls = self.held_calls = {}
+        calls = self.held_calls
         step = self.held_step or "other"
         calls[step] = calls.get(step, 0.0) + us / 1e3
         self.res["env"]["gpu_held_calls_ms"] = " ".join(
@@ -234,9 +232,7 @@ class GpuLock:
         """Adds the hold just ended to env gpu_held_ms ("step ms ...")."""
         if self.held_since is None:
             return
-        held = getattr(self, "held_ms", None)
-        if held is None:
-            held = self.held_ms = {}
+        held = self.held_ms
         step = self.held_step or "other"
         held[step] = held.get(step, 0.0) + (time.monotonic() - self.held_since) * 1e3
         self.held_since = self.held_step = None

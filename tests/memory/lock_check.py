@@ -34,6 +34,8 @@ class Evaluation(L.GpuLock):
         self.lock_fd = fd
         self.lock_held = None
         self.lock_wait = {}
+        self.held_ms = {}
+        self.held_calls = {}
         self.res = {"env": {}}
         self.wait_s = wait_s
         self.until = None
