@@ -2036,6 +2036,7 @@ static double referee_wait(bool exclusive, char *mode)
 		 "(lambda ns: (exec(\"import time\\n"
 		 "e = stark_referee.Evaluation.__new__(stark_referee.Evaluation)\\n"
 		 "e.lock_fd, e.lock_held, e.lock_wait, e.res = 4, None, {}, {'env': {}}\\n"
+		 "e.held_ms, e.held_calls = {}, {}\\n"
 		 "e.queue_init(time.monotonic() + 30)\\n"
 		 "e.pair_max_s, e.ref_call_max_ns = 0.0, 0\\n"
 		 "t = time.monotonic()\\n"
