@@ -512,9 +512,9 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
         lock (a context and a few small kernels): the reference's worker
         makes what the timing phase's readings need (the flush's context,
         NVML's handle; none without a timing) and, where the outputs are
-        large enough for it
-        (stark_fused.FUSED_MIN), readies the fused comparison, so that no
-        hold of the GPU lock waits for them (DEVICE_INFO's prepare)."""
+        large enough for it (stark_fused.FUSED_MIN), readies the fused
+        comparison, so that no hold of the GPU lock waits for them
+        (DEVICE_INFO's prepare)."""
         if not self.cuda:
             return
         t0 = time.monotonic()

@@ -17,7 +17,6 @@ import time
 import torch
 
 import stark_cuda
-import stark_fused
 import stark_tensors as T
 import stark_wire as W
 
@@ -532,8 +531,8 @@ class GpuTiming:
         phase's readings need is made, and nothing read (the flush's
         context and buffer, NVML's handle; not with "timing": false);
         with "compare" too, the fused
-        comparison is made ready (stark_fused.enable: its kernels waited
-        for and tried), and "kernel" says how comparisons will run.  Under
+        comparison is made ready (Outputs.fused_ready), and "kernel" says
+        how comparisons will run.  Under
         the timing's exclusive lock these took 230-340 ms of a 1.0 s phase
         on an H200, and under the shared lock 0.2-0.6 s, the GPU idle
         meanwhile; the self-test, 35-260 ms of the first trial's hold."""
@@ -547,11 +546,9 @@ class GpuTiming:
                     fn()
                 except Exception as e:
                     info["%s_error" % what] = W.exc_text(e)
-            if (args.get("compare") is True and self.fused_note is None and
-                    self.cfg.get("compare_kernel") is True):
-                self.fused_note = stark_fused.enable(self.device, self.fused_prep)
-                self.fused_prep = None
-                info["kernel"] = self.fused_note
+            note = self.fused_ready() if args.get("compare") is True else None
+            if note is not None:
+                info["kernel"] = note
             return info
         try:
             self._flush_setup()

@@ -383,16 +383,23 @@ class Outputs:
                        else None),
             "claimed": header.get("digest"),
             "digest": [0] * len(kept), "acc": [None] * len(kept), "note": None}
-        # The fused comparison (stark_fused), unless torch's is asked for:
-        # made beside the loading (stark_fused.prepare), tried on the device
+        # Where DEVICE_INFO's prepare did not ready the fused comparison,
         # before this worker's first comparison of outputs large enough to
-        # repay the self-test, said once.
-        if (self.fused_note is None and self.cfg.get("compare_kernel") is True and
-                self.role == "ref" and self.device.type == "cuda" and
-                total >= stark_fused.FUSED_MIN):
-            self.fused_note = stark_fused.enable(self.device, self.fused_prep)
-            self.fused_prep = None
-            self.cmp["note"] = self.fused_note
+        # repay its self-test.
+        if total >= stark_fused.FUSED_MIN:
+            self.cmp["note"] = self.fused_ready()
+
+    def fused_ready(self):
+        """The fused comparison (stark_fused), unless torch's is asked for:
+        made beside the loading (stark_fused.prepare), tried on the device
+        here once (stark_fused.enable).  Returns its note (how comparisons
+        run) the one time it is readied, else None."""
+        if not (self.fused_note is None and self.cfg.get("compare_kernel") is True and
+                self.role == "ref" and self.device.type == "cuda"):
+            return None
+        self.fused_note = stark_fused.enable(self.device, self.fused_prep)
+        self.fused_prep = None
+        return self.fused_note
 
     def _compare_piece(self, i, got, lo, hi):
         """The rules on a piece of output i (its bytes [lo, hi), got on this
