@@ -88,7 +88,8 @@ FETCH = b"FTCH"     # describe the last outputs; JSON {"window": n}: the
                     # candidate also writes them into the output window
 COMPARE = b"CMPR"   # reference only: JSON header; the bytes are in the window
 FLUSH = b"FLSH"     # reference only: flush the GPU's L2 before a timed call
-TIMED_NOOP = b"TNOP"  # CALL's timing steps without forward
+TIMED_NOOP = b"TNOP"  # CALL's timing steps without forward; JSON {"launches": n}:
+                    # n launches of one small kernel instead (the launch mode)
 DEVICE_INFO = b"DEVI"  # reference only: JSON {"bandwidth", "prepare", "timing", "compare": bool}
 PING = b"PING"      # no-op round trip
 PROFILE = b"PROF"   # like CALL, under the profiler; replies the op names

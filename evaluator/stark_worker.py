@@ -191,6 +191,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
         self.events = None
         self.gate = None       # the timed call's gate kernel (stark_worker_gpu._gate)
         self.gate_error = None
+        self.launch_buf = None  # the launch mode's buffer (TIMED_NOOP launches)
         self.flush_buf = None
         self.flush_ctx = None
         self.flush_ctx_error = ""
@@ -554,7 +555,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
         chan = self.chan
         caps = {W.LOAD: 1 << 16, W.COMPILE: 1 << 16, W.GEN: 1 << 20, W.CALL: 1 << 12,
                 W.SCAN: 64, W.FETCH: 64, W.PUT: 64, W.COMPARE: W.HEADER_MAX, W.FLUSH: 64,
-                W.TIMED_NOOP: 0, W.DEVICE_INFO: 1 << 12, W.PING: 0, W.QUIT: 0, W.PROFILE: 0,
+                W.TIMED_NOOP: 64, W.DEVICE_INFO: 1 << 12, W.PING: 0, W.QUIT: 0, W.PROFILE: 0,
                 W.PLAN: 1 << 12, W.COMPILE_REF: 1 << 12, W.DWINDOW: 64}
         phases = {W.LOAD: "load", W.GEN: "inputs", W.COMPARE: "compare",
                   W.FLUSH: "device", W.DEVICE_INFO: "device"}
@@ -618,7 +619,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
                 elif kind == W.FLUSH:
                     info, err = self.cmd_flush(args), None
                 elif kind == W.TIMED_NOOP:
-                    info, err = self.cmd_timed_noop(), None
+                    info, err = self.cmd_timed_noop(args), None
                 elif kind == W.DEVICE_INFO:
                     info, err = self.cmd_device_info(args), None
                 elif kind == W.PLAN:

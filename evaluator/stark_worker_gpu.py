@@ -23,6 +23,7 @@ import stark_wire as W
 FLUSH_L2_TIMES = 2            # an L2 flush writes this many times the L2's size
 BANDWIDTH_BYTES = 256 << 20   # buffer of the copy-rate measurement
 GATE_MAX_US = 60000           # the longest gate a CALL may ask for
+LAUNCHES_MAX = 2048           # launches a TIMED_NOOP may ask for (the launch mode)
 PLACEMENT_BYTES = 4 << 30    # cap on the input copies of placements (_slot)
 SCAN_CALLS = 1               # forward calls per placement in a SCAN
 SCAN_SPIN_MAX_US = 60000     # cap on the spin each of a SCAN's calls queues behind
@@ -219,10 +220,27 @@ class GpuTiming:
                 info["gate_error"] = self.gate_error
         return out, info
 
-    def cmd_timed_noop(self):
+    def cmd_timed_noop(self, args=None):
+        """CALL's timing steps around nothing; with {"launches": n}, around
+        n launches of one small kernel, queued behind a gate so that they
+        run back to back: the GPU's time for them is this process's launch
+        mode (on an H200, 600 launches read 934-984 us in some processes
+        and 1025-1058 us in others, and a process keeps its mode; a
+        launch-bound model's forward follows it, 1507-1527 against
+        1590-1605 us: scripts/probe-launch-mode --variants=calib)."""
         if self.device.type != "cuda":
             return {}
-        return self._timed(lambda: None)[1]
+        n = args.get("launches") if isinstance(args, dict) else None
+        if type(n) is not int or not 0 < n <= LAUNCHES_MAX:
+            return self._timed(lambda: None)[1]
+        if self.launch_buf is None:
+            self.launch_buf = torch.zeros(256, device=self.device)
+        buf = self.launch_buf
+
+        def launches():
+            for _ in range(n):
+                buf.add_(1.0)
+        return self._timed(launches, gate_us=min(GATE_MAX_US, 2000 + 20 * n))[1]
 
     # -- memory placements -----------------------------------------------
     def _slot(self, nbytes, slot, places=None):

@@ -1091,6 +1091,17 @@ START_TEST(spin_sizing)
 		    " [('ref', 3300.0)] * 10 + [('cand', 190.0)] * 10,"
 		    " [('ref', 3300.0)] * 10 + [('compiled', 9000.0)] * 10)]",
 		    "[(4800, 0), (2000, 10), (1050, 0), (5250, 10), (5250, 20)]");
+	/* The launch modes are measured for a launch-bound reference only: its
+	   host's launching (9 ms) against its GPU time (1.5 ms) on the
+	   launch-bound model, not a 5 ms convolution launched in 0.1 ms; no
+	   warm-up readings (or none usable), no measurement. */
+	expect_eval(NULL,
+		    "[type('T', (stark_referee_timing.Timing,), {'launch_us': {'ref': host}})()"
+		    ".launch_bound(evs) for host, evs in ("
+		    "([9000.0] * 3, [1500.0] * 3), ([100.0] * 3, [5000.0] * 3),"
+		    " ([2600.0], [5000.0]), ([], [1500.0]), ([9000.0], []),"
+		    " ([9000.0], [float('nan'), -1.0]))]",
+		    "[True, False, True, False, False, False]");
 }
 END_TEST
 
