@@ -32,6 +32,7 @@
 	X(referee_workers)		\
 	X(referee_lock)			\
 	X(referee_cpus)			\
+	X(referee_modes)		\
 	X(referee_memory)		\
 	X(referee_compare)		\
 	X(referee_data)			\

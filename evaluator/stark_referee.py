@@ -27,6 +27,7 @@ in a module of its own with the trust notes of what it does:
                           running out of it is (stark_memory: the model
                           and the ledger)
   stark_referee_timing    the timing method and the timing phase
+  stark_referee_modes     the workers' launch modes: read, and matched
   stark_referee_readings  what timed readings mean (claims, guard, roofline)
   stark_referee_checks    integrity checks, probes and flags
   stark_referee_build     the build folder and key, the build cache's
@@ -62,6 +63,7 @@ from stark_referee_checks import Checks
 from stark_referee_common import LIMITS, Verdict, cut, derive, dict_field, fmt_us, int_field, number
 from stark_referee_compare import Comparison
 from stark_referee_cpus import TimingCpus
+from stark_referee_modes import LaunchModes
 from stark_referee_data import DataPath
 from stark_referee_lock import LOCK_FD, GpuLock, lock_usable, queue_allowance
 from stark_referee_memory import MemoryPlan
@@ -127,7 +129,7 @@ def prewarm():
 
 
 class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, MemoryPlan, Timing,
-                 Checks, Verdicts, Baseline):
+                 LaunchModes, Checks, Verdicts, Baseline):
     """One evaluation: the flow is evaluate(); the parts it calls are the
     mixins' (see the module's docstring)."""
 
@@ -331,6 +333,9 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
             self.ref = self.spawn("ref")
         self.cand = self.spawn("cand")
         self.startup_part("spawn", t)
+        t = time.monotonic()
+        if self.match_modes():
+            self.startup_part("modes", t)
         # Only now, with every worker forked, does the secret enter memory.
         self.seed = _stark.secret_seed()
         self.res["stage_ms"]["startup_ms"] = (time.monotonic() - self.t_start) * 1e3

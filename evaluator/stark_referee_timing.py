@@ -34,9 +34,6 @@ from stark_referee_readings import (beyond_roofline, claims_from, guard_base, gu
 from stark_referee_workers import Stopped
 
 NOOP_PINGS = 21
-LAUNCH_MODE_N = 300           # launches a worker's launch mode is timed on
-LAUNCH_MODE_REPS = 5          # ... that many times, the median kept
-LAUNCH_BOUND_SHARE = 0.5      # the reference's launching over its GPU time: launch-bound
 CALL_FLOOR_S = 10.0           # a candidate's forward may take at least this,
 CALL_FACTOR = 100.0           # or this many times the reference's slowest call
 # Claims are disbelieved on medians of wall-clock times, which a few slow
@@ -299,40 +296,6 @@ class Timing:
         t = time.monotonic()
         self.steps[name] = self.steps.get(name, 0.0) + (t - t0)
         return t
-
-    def launch_bound(self, evs):
-        """Whether the reference's forward is launch-bound, by its warm-up
-        calls: the host's time to its last launch (note_launch) at least
-        LAUNCH_BOUND_SHARE of the GPU's time for the call (the events'
-        median) -- where the workers' launch modes matter."""
-        evs = [x for x in evs if x == x and x > 0]
-        host = self.launch_us["ref"]
-        return bool(evs and host) and median(host) >= LAUNCH_BOUND_SHARE * median(evs)
-
-    def launch_modes(self):
-        """Each worker's launch mode, the other stopped: the median GPU
-        time of LAUNCH_MODE_N back-to-back launches of one small kernel
-        (TIMED_NOOP "launches").  A process keeps its mode, and a
-        launch-bound model's forward follows it (about 5% between modes on
-        an H200), so where the two workers' modes differ, a launch-bound
-        honest copy reads that far from 1.00x.  Made for a launch-bound
-        reference only (launch_bound: 66-137 ms of the timing phase's
-        hold on an H200).  env.launch_mode_us; a
-        diagnostic (the candidate's figure is its own word), never part of
-        a verdict."""
-        got = {}
-        for role, w, other in (("ref", self.ref, self.cand), ("cand", self.cand, self.ref)):
-            with Stopped(other):
-                got_r = [self.command(w, W.TIMED_NOOP, {"launches": LAUNCH_MODE_N},
-                                      "timed launches") for _ in range(LAUNCH_MODE_REPS)]
-            evs = [number(r.get("ev_us")) if isinstance(r, dict) else float("nan")
-                   for r in got_r]
-            evs = [x for x in evs if x == x and x > 0]
-            if not evs:
-                return
-            got[role] = median(evs)
-        self.res["env"]["launch_mode_us"] = "ref %.1f, cand %.1f (%+.1f%%), %d launches" % (
-            got["ref"], got["cand"], 100.0 * (got["cand"] / got["ref"] - 1), LAUNCH_MODE_N)
 
     def scan_placements(self, nplace):
         """Each worker, the other stopped, times forward on each of its

@@ -169,6 +169,21 @@ class Workers:
         self.workers.append(w)
         return w
 
+    def respawn(self, role):
+        """The worker of `role` killed and forked anew, before the secret
+        seed exists and before it ran anything but the evaluator's own
+        code (stark_referee_modes.match_modes)."""
+        old = self.ref if role == "ref" else self.cand
+        self.workers.remove(old)
+        old.kill()
+        old.chan.close()
+        w = self.spawn(role)
+        if role == "ref":
+            self.ref = w
+        else:
+            self.cand = w
+        return w
+
     def sample_host(self):
         """The workers' peak resident host memory (VmHWM, which the kernel
         keeps), read while they live: what an evaluation's host memory

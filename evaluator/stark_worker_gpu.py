@@ -24,6 +24,7 @@ FLUSH_L2_TIMES = 2            # an L2 flush writes this many times the L2's size
 BANDWIDTH_BYTES = 256 << 20   # buffer of the copy-rate measurement
 GATE_MAX_US = 60000           # the longest gate a CALL may ask for
 LAUNCHES_MAX = 2048           # launches a TIMED_NOOP may ask for (the launch mode)
+WARM_JOIN_S = 30.0            # ... after waiting this long at most for the start-up's warm-up
 PLACEMENT_BYTES = 4 << 30    # cap on the input copies of placements (_slot)
 SCAN_CALLS = 1               # forward calls per placement in a SCAN
 SCAN_SPIN_MAX_US = 60000     # cap on the spin each of a SCAN's calls queues behind
@@ -233,6 +234,9 @@ class GpuTiming:
         n = args.get("launches") if isinstance(args, dict) else None
         if type(n) is not int or not 0 < n <= LAUNCHES_MAX:
             return self._timed(lambda: None)[1]
+        if self.warming is not None:
+            # Not beside the start-up's own first uses of CUDA.
+            self.warming.join(WARM_JOIN_S)
         if self.launch_buf is None:
             self.launch_buf = torch.zeros(256, device=self.device)
         buf = self.launch_buf

@@ -1096,12 +1096,18 @@ START_TEST(spin_sizing)
 	   launch-bound model, not a 5 ms convolution launched in 0.1 ms; no
 	   warm-up readings (or none usable), no measurement. */
 	expect_eval(NULL,
-		    "[type('T', (stark_referee_timing.Timing,), {'launch_us': {'ref': host}})()"
+		    "[type('T', (stark_referee_modes.LaunchModes,), {'launch_us': {'ref': host}})()"
 		    ".launch_bound(evs) for host, evs in ("
 		    "([9000.0] * 3, [1500.0] * 3), ([100.0] * 3, [5000.0] * 3),"
 		    " ([2600.0], [5000.0]), ([], [1500.0]), ([9000.0], []),"
 		    " ([9000.0], [float('nan'), -1.0]))]",
 		    "[True, False, True, False, False, False]");
+	/* Two workers' launch readings are of one mode within 3%: the honest
+	   launch-bound copy read 1.00x at +-2.7% and 0.95x at +5.4%. */
+	expect_eval(NULL,
+		    "[stark_referee_modes.modes_match(500.0, c) for c in"
+		    " (500.0, 513.5, 486.5, 527.0, 462.5, 0.0, float('nan'))]",
+		    "[True, True, True, False, False, False, False]");
 }
 END_TEST
 

@@ -1,0 +1,127 @@
+"""stark_referee_modes -- the workers' launch modes.
+
+A GPU process draws a launch mode when it starts and keeps it for life:
+the GPU's time for back-to-back launches of small kernels follows it, and
+so does a launch-bound model's forward.  On an H200 (torch 2.11+cu130),
+600 launches of one small kernel read 934-984 us in some processes and
+1025-1058 us in others, and the launch-bound model of
+tests/gpu/memory/launch 1507-1527 against 1590-1605 us in the same
+processes; six copies of the model elsewhere in one process's memory read
+within 0.3% of each other, and pinning a process to a CPU changed nothing
+(scripts/probe-launch-mode).  The reference and the candidate run in
+processes of their own, so a launch-bound honest copy whose worker drew
+the other mode read 0.95x or 1.05x (docs/BENCHMARKS.md, 2026-11-29).
+
+Two things are done with that:
+  launch_modes   in the timing phase, for a launch-bound reference only
+                 (launch_bound): both workers' modes in env.launch_mode_us,
+                 a diagnostic.
+  match_modes    with STARK_LAUNCH_MATCH=1, at start-up, before the secret
+                 seed exists and before any candidate code runs: the two
+                 workers' modes compared, and the faster one forked again
+                 until they match (env.launch_match).  Off by default until
+                 measured on a GPU.
+"""
+
+import os
+import time
+
+import stark_wire as W
+from stark_referee_common import number
+from stark_referee_readings import median
+from stark_referee_workers import Stopped
+
+LAUNCH_MODE_N = 300           # launches a worker's launch mode is timed on
+LAUNCH_MODE_REPS = 5          # ... that many times in the timing phase, the median kept
+LAUNCH_BOUND_SHARE = 0.5      # the reference's launching over its GPU time: launch-bound
+LAUNCH_MATCH_REPS = 7         # readings a worker at start-up, the least kept
+LAUNCH_MATCH_TOL = 0.03       # modes within this of each other match
+LAUNCH_MATCH_TRIES = 4        # workers forked again at most
+
+
+def modes_match(ref_us, cand_us):
+    """Whether two workers' launch readings are of one mode: within
+    LAUNCH_MATCH_TOL of each other.  In the timing phase on an H200, the
+    honest launch-bound copy read 0.995-1.013x where the readings were
+    within 2.7%, 0.948-0.958x at +5.4 to +11.8% and 1.048-1.053x at -7.5
+    and -7.8%."""
+    return ref_us > 0 and cand_us > 0 and abs(cand_us / ref_us - 1.0) <= LAUNCH_MATCH_TOL
+
+
+class LaunchModes:
+    """The part of Evaluation that reads, and matches, the workers'
+    launch modes."""
+
+    def mode_readings(self, w, other, reps):
+        """reps readings of worker w's launch mode (us, the GPU's time for
+        LAUNCH_MODE_N launches behind its gate: TIMED_NOOP "launches"),
+        the other worker stopped; the unusable ones left out."""
+        with Stopped(other):
+            got = [self.command(w, W.TIMED_NOOP, {"launches": LAUNCH_MODE_N},
+                                "timed launches") for _ in range(reps)]
+        evs = [number(r.get("ev_us")) if isinstance(r, dict) else float("nan") for r in got]
+        return [x for x in evs if x == x and x > 0]
+
+    def launch_bound(self, evs):
+        """Whether the reference's forward is launch-bound, by its warm-up
+        calls: the host's time to its last launch (note_launch) at least
+        LAUNCH_BOUND_SHARE of the GPU's time for the call (the events'
+        median) -- where the workers' launch modes matter."""
+        evs = [x for x in evs if x == x and x > 0]
+        host = self.launch_us["ref"]
+        return bool(evs and host) and median(host) >= LAUNCH_BOUND_SHARE * median(evs)
+
+    def launch_modes(self):
+        """Both workers' modes in the timing phase (its GPU held alone):
+        the median of LAUNCH_MODE_REPS readings each.  Made for a
+        launch-bound reference only (launch_bound: 66-137 ms of the
+        phase's hold on an H200).  env.launch_mode_us; a diagnostic (the
+        candidate's figure is its own word), never part of a verdict."""
+        got = {}
+        for role, w, other in (("ref", self.ref, self.cand), ("cand", self.cand, self.ref)):
+            evs = self.mode_readings(w, other, LAUNCH_MODE_REPS)
+            if not evs:
+                return
+            got[role] = median(evs)
+        self.res["env"]["launch_mode_us"] = "ref %.1f, cand %.1f (%+.1f%%), %d launches" % (
+            got["ref"], got["cand"], 100.0 * (got["cand"] / got["ref"] - 1), LAUNCH_MODE_N)
+
+    def match_modes(self):
+        """With STARK_LAUNCH_MATCH=1 on a GPU: right after both workers are
+        forked -- before the secret seed enters this process, so a worker
+        forked again holds nothing a first one did not, and before any
+        candidate code runs, so the readings are the evaluator's own --
+        each worker's mode is read (the least of LAUNCH_MATCH_REPS, under
+        the shared GPU lock: another evaluation's work can only slow a
+        reading), and while they differ the faster worker is forked again
+        (the faster mode was the rarer one on an H200: 5 processes of 15),
+        LAUNCH_MATCH_TRIES times at most.  env.launch_match says what came
+        of it.  Returns whether it was asked for."""
+        if not (self.cuda and self.ref is not None and
+                os.environ.get("STARK_LAUNCH_MATCH") == "1"):
+            return False
+        t0 = time.monotonic()
+        forked = []
+        with self.gpu_shared("reading the workers' launch modes", "modes"):
+            ref = self.mode_readings(self.ref, self.cand, LAUNCH_MATCH_REPS)
+            cand = self.mode_readings(self.cand, self.ref, LAUNCH_MATCH_REPS)
+            while (ref and cand and not modes_match(min(ref), min(cand)) and
+                   len(forked) < LAUNCH_MATCH_TRIES):
+                role = "cand" if min(cand) < min(ref) else "ref"
+                self.respawn(role)
+                forked.append(role)
+                again = self.mode_readings(*((self.ref, self.cand) if role == "ref" else
+                                             (self.cand, self.ref)), LAUNCH_MATCH_REPS)
+                if role == "ref":
+                    ref = again
+                else:
+                    cand = again
+        if not (ref and cand):
+            self.res["env"]["launch_match"] = "no readings"
+            return True
+        r, c = min(ref), min(cand)
+        self.res["env"]["launch_match"] = "%s: ref %.1f, cand %.1f us (%+.1f%%)%s; %.0f ms" % (
+            "matched" if modes_match(r, c) else "unmatched", r, c, 100.0 * (c / r - 1),
+            ", forked again: %s" % " ".join(forked) if forked else "",
+            (time.monotonic() - t0) * 1e3)
+        return True
