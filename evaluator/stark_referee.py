@@ -205,6 +205,13 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
 
     # -- the flow -------------------------------------------------------
     def run(self):
+        prof = None
+        if os.environ.get("STARK_PY_PROFILE") == "1":
+            # Where this process's wall time goes (env.py_profile_referee;
+            # the workers': Workers.worker_profiles).
+            import cProfile
+            prof = cProfile.Profile()
+            prof.enable()
         try:
             try:
                 self.evaluate()
@@ -214,9 +221,13 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
                 self.res["log"] = v.log
                 self.res.update(v.fields)
         finally:
+            if prof is not None:
+                prof.disable()
+                self.res["env"]["py_profile_referee"] = W.profile_text(prof)
             self.sample_host()
             for w in self.workers:
                 w.cont()
+            self.worker_profiles()
             self.stop_workers()
             _ENDING.append(self)
         self.finish()

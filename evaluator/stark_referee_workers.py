@@ -16,6 +16,7 @@ one that breaks the protocol is rejected; the same failures of the
 reference worker are the evaluator's own ("error").
 """
 
+import json
 import os
 import select
 import shutil
@@ -30,6 +31,7 @@ import stark_worker
 from stark_referee_common import LIMITS, Verdict, cut, dict_field
 
 ENDING_WAIT_S = 1.0           # how long a worker that hung up may take to exit
+PSTATS_WAIT_S = 5.0           # how long a worker's profile is waited for
 
 
 def _signal_name(sig):
@@ -145,7 +147,8 @@ class Workers:
                 "compare_kernel": self.cuda and stark_fused.wanted(),
                 "language": self.language, "lang_dir": self.lang_dir,
                 "cand_exec": self.cand_exec,
-                "precision": self.req.get("precision") or "fp32"}
+                "precision": self.req.get("precision") or "fp32",
+                "py_profile": os.environ.get("STARK_PY_PROFILE") == "1"}
 
     def spawn(self, role):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -246,6 +249,25 @@ class Workers:
                 if ready is not None:
                     ready[w.role] = time.monotonic()
             self.sample_host()
+
+    def worker_profiles(self):
+        """With STARK_PY_PROFILE=1, each live worker's Python profile
+        (PSTATS) in env.py_profile_ref and py_profile_cand: where its wall
+        time went (the candidate's is its own word).  Never fails."""
+        if os.environ.get("STARK_PY_PROFILE") != "1":
+            return
+        for w in self.workers:
+            if w.reap() is not None:
+                continue
+            try:
+                t = time.monotonic() + PSTATS_WAIT_S
+                w.chan.send(W.PSTATS, b"", t)
+                kind, payload = w.chan.recv({W.OK: 1 << 16}, t)
+                text = json.loads(payload).get("text")
+            except Exception as e:      # a diagnostic: nothing to blame
+                text = "unavailable: %s" % W.exc_text(e)
+            if isinstance(text, str):
+                self.res["env"]["py_profile_%s" % w.role] = text[:W.PROFILE_CHARS]
 
     def stop_workers(self):
         """Every worker killed, none waited for: once the verdict is made

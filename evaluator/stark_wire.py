@@ -102,6 +102,7 @@ COMPILE_REF = b"CREF"  # reference only: JSON {"folder", "warm_max"}: the model 
                     # no more (stark_compiled); CALL {"compiled": true} then runs it
 PUT = b"PUT "       # candidate only: JSON {"off": n}: write the outputs' bytes
                     # from offset n into the output window (the next chunk)
+PSTATS = b"PSTA"    # the worker's Python profile (STARK_PY_PROFILE=1): replies {"text"}
 QUIT = b"QUIT"
 
 # Kinds a worker sends.
@@ -154,6 +155,27 @@ def format_exc(exc, limit=200000):
     if len(text) > limit:
         text = text[:limit // 4] + "\n[... cut ...]\n" + text[-limit // 2:]
     return text
+
+
+PROFILE_CHARS = 1000        # a Python profile's text: whole lines within an env value
+
+
+def profile_text(prof, limit=PROFILE_CHARS):
+    """A cProfile.Profile's heaviest functions by cumulative time, one a
+    line, "cum_ms own_ms calls file:line(function)", as many whole lines
+    as fit in `limit` characters (STARK_PY_PROFILE: where an evaluation's
+    processes spend their wall time)."""
+    import pstats
+    out, n = [], 0
+    for (f, line, fn), (_, nc, tt, ct, _) in sorted(pstats.Stats(prof).stats.items(),
+                                                    key=lambda kv: -kv[1][3]):
+        text = "%.0f %.0f %d %s:%d(%s)" % (ct * 1e3, tt * 1e3, nc, os.path.basename(f),
+                                          line, fn[:80])
+        if n + len(text) + 1 > limit:
+            break
+        out.append(text)
+        n += len(text) + 1
+    return "\n".join(out)
 
 
 def exc_text(e):

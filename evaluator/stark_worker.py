@@ -555,7 +555,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
         chan = self.chan
         caps = {W.LOAD: 1 << 16, W.COMPILE: 1 << 16, W.GEN: 1 << 20, W.CALL: 1 << 12,
                 W.SCAN: 64, W.FETCH: 64, W.PUT: 64, W.COMPARE: W.HEADER_MAX, W.FLUSH: 64,
-                W.TIMED_NOOP: 64, W.DEVICE_INFO: 1 << 12, W.PING: 0, W.QUIT: 0, W.PROFILE: 0,
+                W.TIMED_NOOP: 64, W.DEVICE_INFO: 1 << 12, W.PING: 0, W.PSTATS: 0, W.QUIT: 0, W.PROFILE: 0,
                 W.PLAN: 1 << 12, W.COMPILE_REF: 1 << 12, W.DWINDOW: 64}
         phases = {W.LOAD: "load", W.GEN: "inputs", W.COMPARE: "compare",
                   W.FLUSH: "device", W.DEVICE_INFO: "device"}
@@ -572,6 +572,9 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
                 return
             if kind == W.PING:
                 chan.send(W.OK)
+                continue
+            if kind == W.PSTATS:
+                chan.send_json(W.OK, {"text": W.profile_text(_PROF) if _PROF else ""})
                 continue
             if kind in (W.FETCH, W.PUT):
                 try:
@@ -731,13 +734,19 @@ def _oom_first():
 
 
 _T_MAIN = None          # when main began (Worker.started)
+_PROF = None            # this process's cProfile.Profile, with STARK_PY_PROFILE=1
 
 
 def main(sock, role, cfg, problem):
     """Entry point in the forked child; never returns."""
-    global _T_MAIN
+    global _T_MAIN, _PROF
     _T_MAIN = time.monotonic()
     code = 0
+    if cfg.get("py_profile") is True:
+        # STARK_PY_PROFILE=1: where this process's wall time goes (PSTATS).
+        import cProfile
+        _PROF = cProfile.Profile()
+        _PROF.enable()
     _oom_first()
     try:
         chan = W.Channel(sock)

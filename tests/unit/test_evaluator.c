@@ -1397,6 +1397,42 @@ START_TEST(eval_correct)
 	ck_assert(rs.kb_max_diff == 0.0);
 	ck_assert_msg(strstr(rs.kb_reason, "5 of 5 trials within torch.allclose(atol=rtol=0.0001)"),
 		      "%s", rs.kb_reason);
+	/* no Python profiles unless asked for */
+	for (uint32_t i = 0; i < rs.nenv; i++)
+		ck_assert_msg(strncmp(rs.env[i].key, "py_profile", 10), "%s", rs.env[i].key);
+	proto_result_release(&rs);
+}
+END_TEST
+
+/* STARK_PY_PROFILE=1: each process's Python profile in env, whole lines
+   naming where its time went -- the referee's flow, each worker's command
+   loop -- and the verdict as without it. */
+START_TEST(eval_py_profile)
+{
+	struct proto_result rs;
+	const char *want[][2] = {{"py_profile_referee", "(evaluate)"},
+				 {"py_profile_ref", "(serve)"},
+				 {"py_profile_cand", "(serve)"}};
+
+	/* (the embedded interpreter's os.environ, made before this test) */
+	expect_eval(NULL, "__import__('os').environ.__setitem__('STARK_PY_PROFILE', '1')", "None");
+	evaluate(problem_src,
+		 "        return torch.addcmul(torch.zeros_like(x), torch.clamp(x, min=0), self.w)\n",
+		 &rs);
+	expect_eval(NULL, "__import__('os').environ.pop('STARK_PY_PROFILE')", "1");
+	ck_assert_msg(rs.status == PROTO_ST_CORRECT, "%s: %s", proto_status_name(rs.status),
+		      rs.message);
+	for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+		const char *val = NULL;
+
+		for (uint32_t i = 0; i < rs.nenv; i++)
+			if (!strcmp(rs.env[i].key, want[k][0]))
+				val = rs.env[i].val;
+		ck_assert_msg(val != NULL, "no env %s", want[k][0]);
+		ck_assert_msg(strstr(val, want[k][1]) != NULL, "%s: %s", want[k][0], val);
+		/* whole lines: the last ends with a function's name */
+		ck_assert_msg(strlen(val) <= 1000 && val[strlen(val) - 1] == ')', "%s", val);
+	}
 	proto_result_release(&rs);
 }
 END_TEST
@@ -2240,6 +2276,7 @@ static Suite *evaluator_suite(void)
 	tcase_add_unchecked_fixture(whole, start_python, NULL);
 	tcase_set_timeout(whole, 120);
 	tcase_add_test(whole, eval_correct);
+	tcase_add_test(whole, eval_py_profile);
 	tcase_add_test(whole, eval_scale_rule);
 	tcase_add_test(whole, eval_reference_op);
 	tcase_add_test(whole, eval_precision);
