@@ -8,8 +8,9 @@
 # exits 1, and --resume judges what was cut off, then only what ended
 # `error`, keeping the other verdicts; a bare "cuda" in a list is
 # refused, and "cuda:0,1" (the usage's form) names cuda:0 and cuda:1; the
-# summary says where the startup's and the comparisons' time went.  About
-# 25 s.  Prints TAP.
+# summary says where the startup's and the comparisons' time went, and
+# with STARK_PY_PROFILE=1 where each process's wall time went.  About
+# 30 s.  Prints TAP.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${STARK_BUILD:-build}
@@ -24,7 +25,7 @@ n=0
 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
-echo "1..10"
+echo "1..11"
 
 KB=$T/kb/KernelBench/level1
 mkdir -p "$KB"
@@ -156,5 +157,17 @@ if [ "$devs" = "cuda:0 cuda:1 " ] && [ -f "$T/short/batch-1-cuda_1.txt" ]; then
 	ok "cuda:0,1 names cuda:0 and cuda:1"
 else
 	not_ok "cuda:0,1: devices given [$devs]" "$(printf '%s\n' "$out" | tail -n 5)"
+fi
+
+out=$(STARK_PY_PROFILE=1 "$PY" scripts/kernelbench "$T/kb" --level 1 --device cpu \
+	--stark "$STARK" --out "$T/prof" -- --no-timing --trials 2 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] &&
+	grep -q "^== level 1, where the reference worker's wall time went" <<<"$out" &&
+	grep -Eq '^ +[0-9]+ +[0-9]+  stark_worker\.py:[0-9]+\(serve\)$' <<<"$out" &&
+	grep -Eq '^ +[0-9]+ +[0-9]+  stark_referee\.py:[0-9]+\(evaluate\)$' <<<"$out"; then
+	ok "STARK_PY_PROFILE=1: where each process's wall time went"
+else
+	not_ok "STARK_PY_PROFILE=1: exit $rc" "$(printf '%s\n' "$out" | tail -n 20)"
 fi
 exit $failed
