@@ -63,13 +63,13 @@ from stark_referee_checks import Checks
 from stark_referee_common import LIMITS, Verdict, cut, derive, dict_field, fmt_us, int_field, number
 from stark_referee_compare import Comparison
 from stark_referee_cpus import TimingCpus
-from stark_referee_modes import LaunchModes
 from stark_referee_data import DataPath
 from stark_referee_lock import LOCK_FD, GpuLock, lock_usable, queue_allowance
 from stark_referee_memory import MemoryPlan
+from stark_referee_modes import LaunchModes
 from stark_referee_timing import SPIN_START_US, Timing
 from stark_referee_verdicts import Verdicts
-from stark_referee_workers import Workers
+from stark_referee_workers import Workers, py_profile_wanted
 
 DEADLINE_MARGIN_S = 0.5       # left to report after the last wait
 
@@ -206,7 +206,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
     # -- the flow -------------------------------------------------------
     def run(self):
         prof = None
-        if os.environ.get("STARK_PY_PROFILE") == "1":
+        if py_profile_wanted():
             # Where this process's wall time goes (env.py_profile_referee;
             # the workers': Workers.worker_profiles).
             import cProfile

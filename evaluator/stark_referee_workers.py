@@ -34,6 +34,11 @@ ENDING_WAIT_S = 1.0           # how long a worker that hung up may take to exit
 PSTATS_WAIT_S = 5.0           # how long a worker's profile is waited for
 
 
+def py_profile_wanted():
+    """Whether STARK_PY_PROFILE=1 asks for the processes' Python profiles."""
+    return os.environ.get("STARK_PY_PROFILE") == "1"
+
+
 def _signal_name(sig):
     try:
         return signal.Signals(sig).name
@@ -148,7 +153,7 @@ class Workers:
                 "language": self.language, "lang_dir": self.lang_dir,
                 "cand_exec": self.cand_exec,
                 "precision": self.req.get("precision") or "fp32",
-                "py_profile": os.environ.get("STARK_PY_PROFILE") == "1"}
+                "py_profile": py_profile_wanted()}
 
     def spawn(self, role):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -254,7 +259,7 @@ class Workers:
         """With STARK_PY_PROFILE=1, each live worker's Python profile
         (PSTATS) in env.py_profile_ref and py_profile_cand: where its wall
         time went (the candidate's is its own word).  Never fails."""
-        if os.environ.get("STARK_PY_PROFILE") != "1":
+        if not py_profile_wanted():
             return
         for w in self.workers:
             if w.reap() is not None:

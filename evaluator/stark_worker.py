@@ -555,8 +555,8 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
         chan = self.chan
         caps = {W.LOAD: 1 << 16, W.COMPILE: 1 << 16, W.GEN: 1 << 20, W.CALL: 1 << 12,
                 W.SCAN: 64, W.FETCH: 64, W.PUT: 64, W.COMPARE: W.HEADER_MAX, W.FLUSH: 64,
-                W.TIMED_NOOP: 64, W.DEVICE_INFO: 1 << 12, W.PING: 0, W.PSTATS: 0, W.QUIT: 0, W.PROFILE: 0,
-                W.PLAN: 1 << 12, W.COMPILE_REF: 1 << 12, W.DWINDOW: 64}
+                W.TIMED_NOOP: 64, W.DEVICE_INFO: 1 << 12, W.PING: 0, W.PSTATS: 0, W.QUIT: 0,
+                W.PROFILE: 0, W.PLAN: 1 << 12, W.COMPILE_REF: 1 << 12, W.DWINDOW: 64}
         phases = {W.LOAD: "load", W.GEN: "inputs", W.COMPARE: "compare",
                   W.FLUSH: "device", W.DEVICE_INFO: "device"}
         while True:
