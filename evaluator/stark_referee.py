@@ -210,7 +210,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
             # Where this process's wall time goes (env.py_profile_referee;
             # the workers': Workers.worker_profiles).
             import cProfile
-            prof = cProfile.Profile()
+            prof = self.py_prof = cProfile.Profile()
             prof.enable()
         try:
             try:

@@ -16,11 +16,12 @@ Two things are done with that:
   launch_modes   in the timing phase, for a launch-bound reference only
                  (launch_bound): both workers' modes in env.launch_mode_us,
                  a diagnostic.
-  match_modes    with STARK_LAUNCH_MATCH=1, at start-up, before the secret
-                 seed exists and before any candidate code runs: the two
-                 workers' modes compared, and the faster one forked again
-                 until they match (env.launch_match).  Off by default until
-                 measured on a GPU.
+  match_modes    with STARK_LAUNCH_MATCH=1, at start-up, before the
+                 secret seed exists and before any candidate code runs:
+                 the two workers' modes compared, and the one further
+                 from the evaluation's readings forked again until they
+                 match (env.launch_match).  Off by default: its cost
+                 falls on every evaluation (launch_match_wanted).
 """
 
 import os
@@ -36,7 +37,7 @@ LAUNCH_MODE_REPS = 5          # ... that many times in the timing phase, the med
 LAUNCH_BOUND_SHARE = 0.5      # the reference's launching over its GPU time: launch-bound
 LAUNCH_MATCH_REPS = 7         # readings a worker at start-up, the least kept
 LAUNCH_MATCH_TOL = 0.03       # modes within this of each other match
-LAUNCH_MATCH_TRIES = 4        # workers forked again at most
+LAUNCH_MATCH_TRIES = 6        # workers forked again at most
 
 
 def modes_match(ref_us, cand_us):
@@ -87,31 +88,33 @@ class LaunchModes:
             got["ref"], got["cand"], 100.0 * (got["cand"] / got["ref"] - 1), LAUNCH_MODE_N)
 
     def match_modes(self):
-        """With STARK_LAUNCH_MATCH=1 on a GPU: right after both workers are
-        forked -- before the secret seed enters this process, so a worker
-        forked again holds nothing a first one did not, and before any
-        candidate code runs, so the readings are the evaluator's own --
+        """With STARK_LAUNCH_MATCH=1, on a GPU: right after both workers
+        are forked -- before the secret seed enters this process, so a
+        worker forked again holds nothing a first one did not, and before
+        any candidate code runs, so the readings are the evaluator's own --
         each worker's mode is read (the least of LAUNCH_MATCH_REPS, under
         the shared GPU lock: another evaluation's work can only slow a
-        reading), and while they differ the faster worker is forked again
-        (the faster mode was the rarer one on an H200: 5 processes of 15),
-        LAUNCH_MATCH_TRIES times at most.  env.launch_match says what came
-        of it.  Returns whether it was asked for."""
-        if not (self.cuda and self.ref is not None and
-                os.environ.get("STARK_LAUNCH_MATCH") == "1"):
+        reading), and while they differ one worker is forked again,
+        LAUNCH_MATCH_TRIES times at most: the one further from the median
+        of every reading so far (respawn_choice).  env.launch_match says
+        what came of it.  Returns whether it was asked for."""
+        if not (self.cuda and self.ref is not None and launch_match_wanted()):
             return False
         t0 = time.monotonic()
         forked = []
         with self.gpu_shared("reading the workers' launch modes", "modes"):
             ref = self.mode_readings(self.ref, self.cand, LAUNCH_MATCH_REPS)
             cand = self.mode_readings(self.cand, self.ref, LAUNCH_MATCH_REPS)
+            seen = [min(x) for x in (ref, cand) if x]
             while (ref and cand and not modes_match(min(ref), min(cand)) and
                    len(forked) < LAUNCH_MATCH_TRIES):
-                role = "cand" if min(cand) < min(ref) else "ref"
+                role = respawn_choice(min(ref), min(cand), seen)
                 self.respawn(role)
                 forked.append(role)
                 again = self.mode_readings(*((self.ref, self.cand) if role == "ref" else
                                              (self.cand, self.ref)), LAUNCH_MATCH_REPS)
+                if again:
+                    seen.append(min(again))
                 if role == "ref":
                     ref = again
                 else:
@@ -125,3 +128,35 @@ class LaunchModes:
             ", forked again: %s" % " ".join(forked) if forked else "",
             (time.monotonic() - t0) * 1e3)
         return True
+
+
+def launch_match_wanted():
+    """Whether the workers' launch modes are matched at start-up: with
+    STARK_LAUNCH_MATCH=1.  Off by default: matching is made before the
+    reference is known to be launch-bound, so every evaluation pays it --
+    on an H200, startup p50 1.0 -> 2.6 s for level 2's problems 1-8 alone
+    (862 -> 760 problems an hour, 4 in flight), and 4.4 s of shared GPU
+    lock an evaluation at 8 in flight -- where it serves the launch-bound
+    ones only (docs/BENCHMARKS.md, 2026-11-29)."""
+    return os.environ.get("STARK_LAUNCH_MATCH") == "1"
+
+
+def respawn_choice(ref_us, cand_us, seen):
+    """Which worker to fork again when the two modes differ: the one whose
+    reading fewer of the evaluation's readings (`seen`, the workers forked
+    before included) agree with (modes_match), so the one of the commoner
+    mode is kept; then the one further from their median; then the faster
+    (on an H200 the faster mode was the rarer: 5 processes of 15).
+    Chasing the faster alone left 3 of 12 honest launch-bound copies
+    unmatched after 4 forks (0.947-1.048x)."""
+    def support(x):
+        return sum(1 for y in seen if modes_match(x, y))
+
+    sr, sc = support(ref_us), support(cand_us)
+    if sr != sc:
+        return "ref" if sr < sc else "cand"
+    m = median(seen) if seen else (ref_us + cand_us) / 2.0
+    dr, dc = abs(ref_us - m), abs(cand_us - m)
+    if abs(dr - dc) > 1e-9 * max(ref_us, cand_us):
+        return "ref" if dr > dc else "cand"
+    return "cand" if cand_us < ref_us else "ref"

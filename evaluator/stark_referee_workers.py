@@ -140,6 +140,8 @@ class Stopped:
 class Workers:
     """The part of Evaluation that spawns and talks to the workers."""
 
+    py_prof = None      # the referee's cProfile.Profile (STARK_PY_PROFILE=1)
+
     def cfg(self):
         return {"device": self.req["device"], "stage": self.stage,
                 "build_dir": self.build_dir, "build_mode": self.build_mode,
@@ -167,6 +169,11 @@ class Workers:
                 parent.detach()
                 for w in self.workers:
                     w.chan.sock.detach()
+                # The referee's profiler is this copy's too; the worker
+                # runs one of its own, and from Python 3.12 (sys.monitoring)
+                # enabling a second one while it runs raises.
+                if self.py_prof is not None:
+                    self.py_prof.disable()
                 stark_worker.main(child, role, self.cfg(), self.problem)
             finally:
                 os._exit(70)

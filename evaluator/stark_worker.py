@@ -744,9 +744,14 @@ def main(sock, role, cfg, problem):
     code = 0
     if cfg.get("py_profile") is True:
         # STARK_PY_PROFILE=1: where this process's wall time goes (PSTATS).
+        # A diagnostic: where a profiler cannot run here, none.
         import cProfile
-        _PROF = cProfile.Profile()
-        _PROF.enable()
+        try:
+            _PROF = cProfile.Profile()
+            _PROF.enable()
+        except Exception:
+            traceback.print_exc()
+            _PROF = None
     _oom_first()
     try:
         chan = W.Channel(sock)

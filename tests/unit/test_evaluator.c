@@ -1108,6 +1108,23 @@ START_TEST(spin_sizing)
 		    "[stark_referee_modes.modes_match(500.0, c) for c in"
 		    " (500.0, 513.5, 486.5, 527.0, 462.5, 0.0, float('nan'))]",
 		    "[True, True, True, False, False, False, False]");
+	/* Which worker is forked again: the one whose reading fewer of the
+	   evaluation's readings (the forked ones' included) agree with, then
+	   the one further from their median, then the faster.  The third
+	   case is the chase the first rule (the faster, always) ended in on
+	   an H200: two readings near 560 us, the reference's 525 alone. */
+	expect_eval(NULL,
+		    "[stark_referee_modes.respawn_choice(r, c, seen) for r, c, seen in ("
+		    " (560.0, 505.0, [560.0, 505.0]), (505.0, 560.0, [505.0, 560.0]),"
+		    " (525.0, 561.0, [525.0, 505.0, 561.0, 558.0]),"
+		    " (504.0, 557.0, [557.0, 560.0, 504.0]), (520.0, 540.0, []))]",
+		    "['cand', 'ref', 'ref', 'ref', 'ref']");
+	/* Off unless asked for. */
+	expect_eval(NULL,
+		    "[(__import__('os').environ.__setitem__('STARK_LAUNCH_MATCH', v) if v else"
+		    " __import__('os').environ.pop('STARK_LAUNCH_MATCH', None),"
+		    " stark_referee_modes.launch_match_wanted())[1] for v in ('1', '0', None)]",
+		    "[True, False, False]");
 }
 END_TEST
 
