@@ -246,6 +246,9 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
         if self.stage == "compile":
             self.stage_compile()
         self.plan_memory()
+        t = time.monotonic()
+        if self.match_modes():
+            self.startup_part("modes", t)
         self.load_models()
         stark = None
         try:
@@ -344,9 +347,6 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
             self.ref = self.spawn("ref")
         self.cand = self.spawn("cand")
         self.startup_part("spawn", t)
-        t = time.monotonic()
-        if self.match_modes():
-            self.startup_part("modes", t)
         # Only now, with every worker forked, does the secret enter memory.
         self.seed = _stark.secret_seed()
         self.res["stage_ms"]["startup_ms"] = (time.monotonic() - self.t_start) * 1e3

@@ -146,6 +146,7 @@ class MemoryPlan:
         self.startup_part("plan", t0)
         self.note_started(est.get("started"))
         self.note_mem("ref", "plan", est)
+        self.note_planned_launch(est)
         if self.cuda:
             budget = self.budget()
         env = self.res["env"]

@@ -16,12 +16,12 @@ Two things are done with that:
   launch_modes   in the timing phase, for a launch-bound reference only
                  (launch_bound): both workers' modes in env.launch_mode_us,
                  a diagnostic.
-  match_modes    with STARK_LAUNCH_MATCH=1, at start-up, before the
-                 secret seed exists and before any candidate code runs:
-                 the two workers' modes compared, and the one further
-                 from the evaluation's readings forked again until they
-                 match (env.launch_match).  Off by default: its cost
-                 falls on every evaluation (launch_match_wanted).
+  match_modes    where the reference's plan says it may be launch-bound
+                 (plan_launch_bound; STARK_LAUNCH_MATCH=1 always, =0
+                 never), before any candidate code runs: the two
+                 workers' modes compared, and the one fewer of the
+                 evaluation's readings agree with forked again until
+                 they match (env.launch_match).
 """
 
 import os
@@ -36,22 +36,63 @@ LAUNCH_MODE_N = 300           # launches a worker's launch mode is timed on
 LAUNCH_MODE_REPS = 5          # ... that many times in the timing phase, the median kept
 LAUNCH_BOUND_SHARE = 0.5      # the reference's launching over its GPU time: launch-bound
 LAUNCH_MATCH_REPS = 7         # readings a worker at start-up, the least kept
-LAUNCH_MATCH_TOL = 0.03       # modes within this of each other match
+LAUNCH_MATCH_TOL = 0.02       # modes within this of each other match
 LAUNCH_MATCH_TRIES = 6        # workers forked again at most
+HOST_US_PER_KERNEL = 4.0      # the host's least time to launch a kernel (plan_launch_bound)
 
 
 def modes_match(ref_us, cand_us):
     """Whether two workers' launch readings are of one mode: within
-    LAUNCH_MATCH_TOL of each other.  In the timing phase on an H200, the
-    honest launch-bound copy read 0.995-1.013x where the readings were
-    within 2.7%, 0.948-0.958x at +5.4 to +11.8% and 1.048-1.053x at -7.5
-    and -7.8%."""
+    LAUNCH_MATCH_TOL of each other.  On an H200, of 25 launch-bound honest
+    copies whose workers' start-up readings were within 3%, the 15 within
+    2% read 0.996-1.008x; of the 10 at 2.3-2.6%, 3 read 0.947-0.956x
+    (docs/BENCHMARKS.md, 2026-11-29)."""
     return ref_us > 0 and cand_us > 0 and abs(cand_us / ref_us - 1.0) <= LAUNCH_MATCH_TOL
+
+
+def plan_launch_bound(kernels, gpu_us_least):
+    """Whether the reference's forward, as estimated on the meta device
+    (PLAN: `kernels` operators that make a tensor, `gpu_us_least` their
+    GPU time at the least), may be launch-bound: HOST_US_PER_KERNEL a
+    kernel at least LAUNCH_BOUND_SHARE of that time.  Made to err towards
+    yes (the GPU time under-estimated, a fast host), since a yes costs
+    start-up time and a no a launch-bound verdict's fidelity.  None where
+    the estimate is missing.  Of KernelBench's problems (torch 1.13's meta
+    kernels, no flops), none of levels 1 and 2 and 26 of level 3's 50 (its
+    LSTMs and GRUs, and all but two of its models of 40 kernels or more)."""
+    if type(kernels) is not int or kernels <= 0 or \
+            not isinstance(gpu_us_least, (int, float)) or not gpu_us_least > 0:
+        return None
+    return kernels * HOST_US_PER_KERNEL >= LAUNCH_BOUND_SHARE * gpu_us_least
+
+
+def launch_match_wanted(planned):
+    """Whether the workers' launch modes are matched: STARK_LAUNCH_MATCH=1
+    always, =0 never, and by default where the plan says the reference
+    may be launch-bound (`planned`: plan_launch_bound).  Unconditional
+    matching cost every evaluation on an H200 (startup p50 1.0 -> 2.6 s
+    on level 2's problems 1-8, none launch-bound; 4.4 s at 8 evaluations a
+    GPU: docs/BENCHMARKS.md, 2026-11-29)."""
+    v = os.environ.get("STARK_LAUNCH_MATCH", "")
+    return v == "1" or (v != "0" and planned is True)
 
 
 class LaunchModes:
     """The part of Evaluation that reads, and matches, the workers'
     launch modes."""
+
+    planned_launch = None     # plan_launch_bound of the reference's PLAN
+
+    def note_planned_launch(self, est):
+        """The PLAN reply's kernel estimate: env.launch_planned, and
+        whether the reference may be launch-bound (planned_launch)."""
+        if not (self.cuda and isinstance(est, dict)):
+            return
+        k, g = est.get("kernels"), est.get("gpu_us_least")
+        self.planned_launch = plan_launch_bound(k, g)
+        if self.planned_launch is not None:
+            self.res["env"]["launch_planned"] = "%d kernels, %.0f us of GPU work at the least%s" % (
+                k, g, ": may be launch-bound" if self.planned_launch else "")
 
     def mode_readings(self, w, other, reps):
         """reps readings of worker w's launch mode (us, the GPU's time for
@@ -88,17 +129,18 @@ class LaunchModes:
             got["ref"], got["cand"], 100.0 * (got["cand"] / got["ref"] - 1), LAUNCH_MODE_N)
 
     def match_modes(self):
-        """With STARK_LAUNCH_MATCH=1, on a GPU: right after both workers
-        are forked -- before the secret seed enters this process, so a
-        worker forked again holds nothing a first one did not, and before
-        any candidate code runs, so the readings are the evaluator's own --
-        each worker's mode is read (the least of LAUNCH_MATCH_REPS, under
+        """On a GPU where launch_match_wanted: once the reference's plan is
+        made and before the models are loaded -- so before any candidate
+        code runs, and the readings are the evaluator's own (a worker
+        forked again has the secret seed wiped, as every worker does:
+        _stark.fork_worker) -- each worker's mode is read (the least of LAUNCH_MATCH_REPS, under
         the shared GPU lock: another evaluation's work can only slow a
         reading), and while they differ one worker is forked again,
         LAUNCH_MATCH_TRIES times at most: the one further from the median
         of every reading so far (respawn_choice).  env.launch_match says
         what came of it.  Returns whether it was asked for."""
-        if not (self.cuda and self.ref is not None and launch_match_wanted()):
+        if not (self.cuda and self.ref is not None and
+                launch_match_wanted(self.planned_launch)):
             return False
         t0 = time.monotonic()
         forked = []
@@ -128,17 +170,6 @@ class LaunchModes:
             ", forked again: %s" % " ".join(forked) if forked else "",
             (time.monotonic() - t0) * 1e3)
         return True
-
-
-def launch_match_wanted():
-    """Whether the workers' launch modes are matched at start-up: with
-    STARK_LAUNCH_MATCH=1.  Off by default: matching is made before the
-    reference is known to be launch-bound, so every evaluation pays it --
-    on an H200, startup p50 1.0 -> 2.6 s for level 2's problems 1-8 alone
-    (862 -> 760 problems an hour, 4 in flight), and 4.4 s of shared GPU
-    lock an evaluation at 8 in flight -- where it serves the launch-bound
-    ones only (docs/BENCHMARKS.md, 2026-11-29)."""
-    return os.environ.get("STARK_LAUNCH_MATCH") == "1"
 
 
 def respawn_choice(ref_us, cand_us, seen):

@@ -185,9 +185,9 @@ class Workers:
         return w
 
     def respawn(self, role):
-        """The worker of `role` killed and forked anew, before the secret
-        seed exists and before it ran anything but the evaluator's own
-        code (stark_referee_modes.match_modes)."""
+        """The worker of `role` killed and forked anew, before it ran
+        anything but the evaluator's own code (its LOAD not yet sent:
+        stark_referee_modes.match_modes)."""
         old = self.ref if role == "ref" else self.cand
         self.workers.remove(old)
         old.kill()

@@ -25,6 +25,21 @@ try:
     from torch.utils._python_dispatch import TorchDispatchMode
 except ImportError:             # an old torch: no estimate
     TorchDispatchMode = object
+from torch.utils._pytree import tree_flatten
+try:
+    from torch.utils.flop_counter import flop_registry as _FLOPS
+except ImportError:             # torch before 2.1: traffic alone
+    _FLOPS = {}
+
+# The forward's kernels estimated on meta (_Tracker), for whether its
+# launching may outlast its GPU work (the workers' launch modes matter
+# then: stark_referee_modes).  Set so that a GPU's work is rather
+# under-estimated (a fast GPU), so a launch-bound model is not missed:
+# each kernel at least KERNEL_MIN_US (a small kernel back to back took
+# 1.7 us on an H200), its bytes moved at MEM_BW, its flops at FLOP_RATE.
+KERNEL_MIN_US = 2.0
+MEM_BW = 4.8e12                 # bytes a second
+FLOP_RATE = 1.0e14              # flops a second
 
 OOM_TYPES = ("OutOfMemoryError", "MemoryError")
 # A second output for the repeatability check is made only where the
@@ -65,27 +80,52 @@ def host_rss():
 class _Tracker(TorchDispatchMode):
     """Counts the bytes of the tensors that operators allocate (outputs
     that are not views of their inputs) for as long as they live, and
-    their peak: the forward's allocations, on meta tensors."""
+    their peak: the forward's allocations, on meta tensors.  Also the
+    operators that make a new tensor (kernels, roughly: `kernels`) and
+    their GPU time at the least (`gpu_us`: KERNEL_MIN_US, or their bytes
+    in and out at MEM_BW and flops at FLOP_RATE where that is longer)."""
 
     def __init__(self):
         super().__init__()
         self.live = 0
         self.peak = 0
+        self.kernels = 0
+        self.gpu_us = 0.0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         rets = func._schema.returns
         outs = out if isinstance(out, (tuple, list)) else [out]
+        made = 0
         for r, t in zip(rets, outs):
             if isinstance(t, torch.Tensor) and r.alias_info is None:
                 n = t.numel() * t.element_size()
+                made += n
                 self.live += n
                 self.peak = max(self.peak, self.live)
                 weakref.finalize(t, self._freed, n)
+        if made:
+            self.kernels += 1
+            moved = made + _nbytes(tree_flatten((args, kwargs))[0])
+            self.gpu_us += max(KERNEL_MIN_US,
+                               1e6 * (moved / MEM_BW + _op_flops(func, args, kwargs, out) / FLOP_RATE))
         return out
 
     def _freed(self, n):
         self.live -= n
+
+
+def _op_flops(func, args, kwargs, out):
+    """An operator's flops by torch's own formulas (matmuls, convolutions,
+    attention); 0 for the others, or where it has none."""
+    f = _FLOPS.get(getattr(func, "_overloadpacket", None))
+    if f is None:
+        return 0
+    try:
+        n = f(*args, **(kwargs or {}), out_val=out)
+    except Exception:
+        return 0
+    return n if isinstance(n, (int, float)) and n > 0 else 0
 
 
 class _MetaFactories(torch.overrides.TorchFunctionMode
@@ -285,7 +325,8 @@ class Memory:
             nout = _nbytes(outs)
         del out, outs
         return {"in": _nbytes(items), "out": nout, "weights": weights,
-                "fwd": max(tracker.peak, nout)}
+                "fwd": max(tracker.peak, nout),
+                "kernels": tracker.kernels, "gpu_us_least": round(tracker.gpu_us, 1)}
 
     def repeat_check(self, tols, room=None):
         """Reference only, once: forward again on the same inputs and the
