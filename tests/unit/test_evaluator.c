@@ -1144,6 +1144,13 @@ END_TEST
  * says why; the zygote's warm-up of it. */
 START_TEST(footprint_estimate)
 {
+	static const char *const kernel_cases[][2] = {
+		{"Model=lambda n: torch.nn.Sequential(torch.nn.Linear(n, n), torch.nn.ReLU(),"
+		 " torch.nn.Linear(n, n)), get_inputs=lambda: [torch.randn(4, 8)],"
+		 " get_init_inputs=lambda: [8]", "(3, 6.0)"},
+		{"Model=lambda: torch.nn.ReLU(), get_inputs=lambda: [torch.randn(1 << 24)],"
+		 " get_init_inputs=lambda: []", "(1, 28.0)"},
+	};
 	const char *worker =
 	    "(lambda prob: type('W', (stark_worker_memory.Memory,), {'problem': prob,"
 	    " 'device': torch.device('cpu')})())";
@@ -1157,19 +1164,13 @@ START_TEST(footprint_estimate)
 	expect_eval(NULL, expr, "(128, 256, 576, True)");
 	/* ... and its kernels: views are none; each at least 2 us, or its
 	   bytes at 4.8 TB/s (a relu on 64 MiB: 28 us). */
-	snprintf(expr, sizeof(expr),
-		 "(lambda r: (r['kernels'], r['gpu_us_least']))(%s("
-		 "__import__('types').SimpleNamespace(Model=lambda n: torch.nn.Sequential("
-		 "torch.nn.Linear(n, n), torch.nn.ReLU(), torch.nn.Linear(n, n)),"
-		 " get_inputs=lambda: [torch.randn(4, 8).t().t()], get_init_inputs=lambda: [8])).cmd_plan({}))",
-		 worker);
-	expect_eval(NULL, expr, "(3, 6.0)");
-	snprintf(expr, sizeof(expr),
-		 "(lambda r: (r['kernels'], r['gpu_us_least']))(%s("
-		 "__import__('types').SimpleNamespace(Model=lambda: torch.nn.ReLU(),"
-		 " get_inputs=lambda: [torch.randn(1 << 24)], get_init_inputs=lambda: [])).cmd_plan({}))",
-		 worker);
-	expect_eval(NULL, expr, "(1, 28.0)");
+	for (size_t i = 0; i < sizeof(kernel_cases) / sizeof(kernel_cases[0]); i++) {
+		snprintf(expr, sizeof(expr),
+			 "(lambda r: (r['kernels'], r['gpu_us_least']))(%s("
+			 "__import__('types').SimpleNamespace(%s)).cmd_plan({}))",
+			 worker, kernel_cases[i][0]);
+		expect_eval(NULL, expr, kernel_cases[i][1]);
+	}
 	snprintf(expr, sizeof(expr),
 		 "'error' in %s(__import__('types').SimpleNamespace(Model=lambda: (lambda x:"
 		 " torch.tensor(float(x.sum()))), get_inputs=lambda: [torch.randn(4)],"
