@@ -31,14 +31,13 @@ import stark_wire as W
 from stark_referee_common import number
 from stark_referee_readings import median
 from stark_referee_workers import Stopped
+from stark_worker_memory import LAUNCH_BOUND_SHARE, plan_launch_bound
 
 LAUNCH_MODE_N = 300           # launches a worker's launch mode is timed on
 LAUNCH_MODE_REPS = 5          # ... that many times in the timing phase, the median kept
-LAUNCH_BOUND_SHARE = 0.5      # the reference's launching over its GPU time: launch-bound
 LAUNCH_MATCH_REPS = 7         # readings a worker at start-up, the least kept
 LAUNCH_MATCH_TOL = 0.02       # modes within this of each other match
 LAUNCH_MATCH_TRIES = 6        # workers forked again at most
-HOST_US_PER_KERNEL = 4.0      # the host's least time to launch a kernel (plan_launch_bound)
 
 
 def modes_match(ref_us, cand_us):
@@ -48,22 +47,6 @@ def modes_match(ref_us, cand_us):
     2% read 0.996-1.008x; of the 10 at 2.3-2.6%, 3 read 0.947-0.956x
     (docs/BENCHMARKS.md, 2026-11-29)."""
     return ref_us > 0 and cand_us > 0 and abs(cand_us / ref_us - 1.0) <= LAUNCH_MATCH_TOL
-
-
-def plan_launch_bound(kernels, gpu_us_least):
-    """Whether the reference's forward, as estimated on the meta device
-    (PLAN: `kernels` operators that make a tensor, `gpu_us_least` their
-    GPU time at the least), may be launch-bound: HOST_US_PER_KERNEL a
-    kernel at least LAUNCH_BOUND_SHARE of that time.  Made to err towards
-    yes (the GPU time under-estimated, a fast host), since a yes costs
-    start-up time and a no a launch-bound verdict's fidelity.  None where
-    the estimate is missing.  Of KernelBench's problems (torch 1.13's meta
-    kernels, no flops), none of levels 1 and 2 and 26 of level 3's 50 (its
-    LSTMs and GRUs, and all but two of its models of 40 kernels or more)."""
-    if type(kernels) is not int or kernels <= 0 or \
-            not isinstance(gpu_us_least, (int, float)) or not gpu_us_least > 0:
-        return None
-    return kernels * HOST_US_PER_KERNEL >= LAUNCH_BOUND_SHARE * gpu_us_least
 
 
 def launch_match_wanted(planned):

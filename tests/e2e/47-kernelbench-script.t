@@ -9,8 +9,9 @@
 # `error`, keeping the other verdicts; a bare "cuda" in a list is
 # refused, and "cuda:0,1" (the usage's form) names cuda:0 and cuda:1; the
 # summary says where the startup's and the comparisons' time went, and
-# with STARK_PY_PROFILE=1 where each process's wall time went.  About
-# 30 s.  Prints TAP.
+# with STARK_PY_PROFILE=1 where each process's wall time went;
+# scripts/kernelbench-plan picks the launch-bound model for launch-mode
+# matching and not a relu on 64 MiB.  About 35 s.  Prints TAP.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${STARK_BUILD:-build}
@@ -25,7 +26,7 @@ n=0
 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
-echo "1..11"
+echo "1..12"
 
 KB=$T/kb/KernelBench/level1
 mkdir -p "$KB"
@@ -169,5 +170,23 @@ if [ "$rc" -eq 0 ] &&
 	ok "STARK_PY_PROFILE=1: where each process's wall time went"
 else
 	not_ok "STARK_PY_PROFILE=1: exit $rc" "$(printf '%s\n' "$out" | tail -n 20)"
+fi
+# The plan's launch-bound estimate: the 120-layer model of small kernels
+# is picked, a relu on 64 MiB (28 us of GPU work for one kernel) is not.
+P=$T/kbp/KernelBench
+mkdir -p "$P/level1" "$P/level3"
+cp tests/gpu/memory/launch/problem.py "$P/level3/1_Launch.py"
+printf 'import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\ndef get_inputs():\n    return [torch.randn(1 << 24)]\ndef get_init_inputs():\n    return []\n' \
+	> "$P/level1/19_ReLU.py"
+out=$("$PY" scripts/kernelbench-plan "$T/kbp" 1 3 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] &&
+	grep -Eq '^L3 1_Launch\.py +kernels +600 .* LB$' <<<"$out" &&
+	grep -Eq '^L1 19_ReLU\.py +kernels +1 +GPU at least +28\.0 us +launching +4\.0 us +$' <<<"$out" &&
+	grep -q "^level 1: 1 problems, 0 possibly launch-bound, 0 without an estimate$" <<<"$out" &&
+	grep -q "^level 3: 1 problems, 1 possibly launch-bound, 0 without an estimate$" <<<"$out"; then
+	ok "kernelbench-plan: the launch-bound model picked, a large relu not"
+else
+	not_ok "kernelbench-plan: exit $rc" "$(printf '%s\n' "$out" | tail -n 8)"
 fi
 exit $failed

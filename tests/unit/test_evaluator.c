@@ -1125,7 +1125,7 @@ START_TEST(spin_sizing)
 	   launch-bound model's 600 kernels of 2 us, one tiny kernel, yes; one
 	   64 MiB relu (28 us), no; no estimate, no answer. */
 	expect_eval(NULL,
-		    "[stark_referee_modes.plan_launch_bound(k, g) for k, g in ((600, 1200.0),"
+		    "[stark_worker_memory.plan_launch_bound(k, g) for k, g in ((600, 1200.0),"
 		    " (1, 2.0), (3, 28.0), (1, 28.0), (0, 5.0), (5, 0), ('5', 3.0), (5, None))]",
 		    "[True, True, False, False, None, None, None, None]");
 	/* Matched where the plan says so; STARK_LAUNCH_MATCH=1 always, =0
@@ -1136,6 +1136,36 @@ START_TEST(spin_sizing)
 		    " stark_referee_modes.launch_match_wanted(p))[1] for v, p in (('1', False),"
 		    " ('1', None), ('0', True), (None, True), (None, False), (None, None))]",
 		    "[True, True, False, True, False, False]");
+	/* The matching itself, on scripted readings: agreeing at once; the
+	   faster forked, then the one further from the readings' median;
+	   modes that never agree, given up after 6 forks; a reading missing;
+	   a plan that says not launch-bound, nothing read. */
+	expect_eval(NULL,
+		    "(lambda g: (exec('import contextlib, os\\n"
+		    "os.environ.pop(\"STARK_LAUNCH_MATCH\", None)\\n"
+		    "class E(stark_referee_modes.LaunchModes):\\n"
+		    "    cuda = True\\n"
+		    "    def __init__(s, seq, planned=True):\\n"
+		    "        s.seq, s.ref, s.cand, s.res = seq, \"ref\", \"cand\", {\"env\": {}}\\n"
+		    "        s.planned_launch, s.forks = planned, []\\n"
+		    "    def gpu_shared(s, what, step):\\n"
+		    "        return contextlib.nullcontext()\\n"
+		    "    def mode_readings(s, w, other, reps):\\n"
+		    "        return [s.seq[w].pop(0)] if s.seq[w] else []\\n"
+		    "    def respawn(s, role):\\n"
+		    "        s.forks.append(role)\\n"
+		    "def run(ref, cand, planned=True):\\n"
+		    "    e = E({\"ref\": ref, \"cand\": cand}, planned)\\n"
+		    "    asked = e.match_modes()\\n"
+		    "    return asked, e.res[\"env\"].get(\"launch_match\", \"\").split(\";\")[0], len(e.forks)\\n"
+		    "out = [run([504.0], [505.0]), run([504.0, 530.0], [560.0, 532.0]),"
+		    " run([500.0] * 9, [560.0] * 9), run([500.0], [560.0]), run([500.0], [505.0], False)]\\n', g),"
+		    " g['out'])[1])({'stark_referee_modes': stark_referee_modes})",
+		    "[(True, 'matched: ref 504.0, cand 505.0 us (+0.2%)', 0),"
+		    " (True, 'matched: ref 530.0, cand 532.0 us (+0.4%), forked again: ref cand', 2),"
+		    " (True, 'unmatched: ref 500.0, cand 560.0 us (+12.0%), forked again:"
+		    " ref cand ref cand ref cand', 6),"
+		    " (True, 'no readings', 1), (False, '', 0)]");
 }
 END_TEST
 
