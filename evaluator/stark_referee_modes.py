@@ -116,12 +116,12 @@ class LaunchModes:
         made and before the models are loaded -- so before any candidate
         code runs, and the readings are the evaluator's own (a worker
         forked again has the secret seed wiped, as every worker does:
-        _stark.fork_worker) -- each worker's mode is read (the least of LAUNCH_MATCH_REPS, under
-        the shared GPU lock: another evaluation's work can only slow a
-        reading), and while they differ one worker is forked again,
-        LAUNCH_MATCH_TRIES times at most: the one further from the median
-        of every reading so far (respawn_choice).  env.launch_match says
-        what came of it.  Returns whether it was asked for."""
+        _stark.fork_worker) -- each worker's mode is read (the least of
+        LAUNCH_MATCH_REPS, under the shared GPU lock: another evaluation's
+        work can only slow a reading), and while they differ one worker
+        is forked again (respawn_choice), LAUNCH_MATCH_TRIES times at
+        most.  env.launch_match says what came of it.  Returns whether it
+        was asked for."""
         if not (self.cuda and self.ref is not None and
                 launch_match_wanted(self.planned_launch)):
             return False
