@@ -304,9 +304,9 @@ static const struct {
     {"setfsgid", A, A, A, "as setfsuid"},
     {"getpgrp", A, A, A, "process groups"},
     {"getpgid", A, A, A, "process groups"},
-    {"setpgid", A, A, A, "process groups (ninja, make)"},
+    {"setpgid", A, A, E, "process groups (ninja, make); a loaded candidate stays in its group, which the referee stops"},
     {"getsid", A, A, A, "sessions"},
-    {"setsid", A, A, A, "sessions (inside the pid namespace)"},
+    {"setsid", A, A, E, "sessions (inside the pid namespace); as setpgid"},
     {"capget", A, A, A, "capability queries (all empty)"},
     {"capset", A, A, D, "dropping capabilities (sandbox_narrow)"},
     {"uname", A, A, A, "platform queries"},
@@ -526,6 +526,8 @@ static int build(int which, bool notify, struct sock_filter **prog, unsigned sho
 			r = 0; /* the RUN filter underneath decides */
 		else if (policy[i].narrow == D)
 			r = add_cell(ctx, nr, policy[i].run, SCMP_ACT_KILL_PROCESS);
+		else if (policy[i].narrow == E)
+			r = add_cell(ctx, nr, E, SCMP_ACT_ALLOW); /* refused quietly */
 		else
 			r = -EINVAL; /* NARROW may only deny more than RUN */
 		if (r < 0)

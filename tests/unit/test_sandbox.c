@@ -1013,7 +1013,19 @@ END_TEST
 /* ---- function mode: sandbox_spawn_fn ---- */
 
 /* What the jailed function does; it prints what it finds on fd 1. */
-enum fn_act { FN_ROOT, FN_EXEC, FN_SOCKET, FN_SPIN, FN_EXIT7, FN_STATE, FN_JIT, FN_FSUID, FN_FSUID_NARROWED };
+enum fn_act {
+	FN_ROOT,
+	FN_EXEC,
+	FN_SOCKET,
+	FN_SPIN,
+	FN_EXIT7,
+	FN_STATE,
+	FN_JIT,
+	FN_FSUID,
+	FN_FSUID_NARROWED,
+	FN_SESSION,
+	FN_SESSION_NARROWED
+};
 
 /* fork, execve, wait: the exit status, or 1000 + the errno of a failed
  * execve (reported by the child's exit code). */
@@ -1111,6 +1123,29 @@ static int fn_body(void *arg)
 		break;
 	case FN_JIT:
 		fn_jit();
+		break;
+	case FN_SESSION_NARROWED:
+	case FN_SESSION:
+		/* A child leaving its parent's process group: allowed before the
+		 * narrow filter, refused (EPERM, the call returns) after it, so
+		 * that a loaded candidate's processes all stay where the referee
+		 * stops them. */
+		if (act == FN_SESSION_NARROWED && sandbox_narrow() < 0) {
+			printf("narrow failed\n");
+			break;
+		}
+		for (int i = 0; i < 2; i++) {
+			if (fork() == 0) {
+				int e = (i ? setsid() >= 0 : setpgid(0, 0) == 0) ? 0 : errno;
+
+				printf("%s%s %s", i ? " " : "", i ? "setsid" : "setpgid",
+				       e ? strerror(e) : "ok");
+				fflush(stdout);
+				_exit(0);
+			}
+			wait(NULL);
+		}
+		printf("\n");
 		break;
 	case FN_FSUID_NARROWED:
 	case FN_FSUID:
@@ -1261,6 +1296,19 @@ START_TEST(fn_fsuid_allowed_and_inert)
 	run_fn(SANDBOX_COMPILE, NULL, FN_FSUID);
 	assert_exit(0);
 	ck_assert_str_eq(R.out, "fsuid kept fsgid kept\n");
+}
+END_TEST
+
+/* The process group and session: the run jail's workers may make their own
+ * before the narrow filter, a loaded candidate may not. */
+START_TEST(fn_session_narrowed)
+{
+	run_fn(SANDBOX_RUN, NULL, FN_SESSION);
+	assert_exit(0);
+	ck_assert_str_eq(R.out, "setpgid ok setsid ok\n");
+	run_fn(SANDBOX_RUN, NULL, FN_SESSION_NARROWED);
+	assert_exit(0);
+	ck_assert_str_eq(R.out, "setpgid Operation not permitted setsid Operation not permitted\n");
 }
 END_TEST
 
@@ -1466,6 +1514,7 @@ static Suite *suite(void)
 	tcase_add_test(t, fn_run_exec_landlock);
 	tcase_add_test(t, fn_seccomp_names_the_call);
 	tcase_add_test(t, fn_fsuid_allowed_and_inert);
+	tcase_add_test(t, fn_session_narrowed);
 	tcase_add_test(t, fn_deadline_kills_the_tree);
 	tcase_add_test(t, fn_exit_code);
 	tcase_add_test(t, fn_fds_env_signals);
