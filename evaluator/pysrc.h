@@ -25,6 +25,7 @@
 	X(worker_outputs)		\
 	X(worker_memory)		\
 	X(worker_inputs)		\
+	X(worker_delivery)		\
 	X(compiled)			\
 	X(worker)			\
 	X(referee_common)		\
@@ -37,6 +38,7 @@
 	X(referee_compare)		\
 	X(referee_data)			\
 	X(referee_timing)		\
+	X(referee_delivery)		\
 	X(referee_checks)		\
 	X(referee_build)		\
 	X(referee_verdicts)		\

@@ -21,6 +21,8 @@ in a module of its own with the trust notes of what it does:
                           what workers report
   stark_referee_workers   forking, stopping and talking to the workers
   stark_referee_data      one pair's data path: inputs, the output window
+  stark_referee_delivery  a timed pair's inputs written into the stopped
+                          candidate (the input window)
   stark_referee_compare   tolerances, the comparison, the float64 recheck
   stark_referee_lock      the GPU lock shared by evaluations
   stark_referee_memory    device memory: the plan, admission, whose fault
@@ -64,6 +66,7 @@ from stark_referee_common import LIMITS, Verdict, cut, derive, dict_field, fmt_u
 from stark_referee_compare import Comparison
 from stark_referee_cpus import TimingCpus
 from stark_referee_data import DataPath
+from stark_referee_delivery import InputDelivery
 from stark_referee_lock import LOCK_FD, GpuLock, lock_usable, queue_allowance
 from stark_referee_memory import MemoryPlan
 from stark_referee_modes import LaunchModes
@@ -128,8 +131,8 @@ def prewarm():
     return dict(PREWARM)
 
 
-class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, MemoryPlan, Timing,
-                 LaunchModes, Checks, Verdicts, Baseline):
+class Evaluation(Workers, Builds, DataPath, InputDelivery, Comparison, GpuLock, TimingCpus,
+                 MemoryPlan, Timing, LaunchModes, Checks, Verdicts, Baseline):
     """One evaluation: the flow is evaluate(); the parts it calls are the
     mixins' (see the module's docstring)."""
 
@@ -184,6 +187,7 @@ class Evaluation(Workers, Builds, DataPath, Comparison, GpuLock, TimingCpus, Mem
         self.window_size = 0
         self.window_cap = W.window_capacity()   # its capacity: one chunk
         self.dwin_state = None          # the device window: None (not tried), "on", "off"
+        self.delivered = [0, 0]         # timed pairs whose inputs were delivered, not
         self.chunks = 0                 # most chunks an output streamed in
         self.lock_held = None       # "ex", "sh" or None
         self.lock_wait = {}         # seconds waited for the GPU lock, by mode

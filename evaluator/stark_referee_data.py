@@ -62,10 +62,16 @@ class DataPath:
                      if isinstance(x, dict) and x.get("t") == "tensor"]
             if len(specs) > W.MAX_TENSORS:
                 raise W.WireError("more than %d input tensors" % W.MAX_TENSORS)
-            return {"items": items}, sum(sp[2] for sp in specs)
+            desc = {"items": items}
+            if w is self.ref and "delivered" in d:
+                # GEN "deliver" (stark_referee_delivery)
+                desc["delivered"] = d.get("delivered") is True
+                desc["not_delivered"] = str(d.get("not_delivered"))[:200]
+            return desc, sum(sp[2] for sp in specs)
         return self.talk(w, what, go)
 
-    def gen_inputs(self, label, what, variant=False, slot=None, extra=None, light=False):
+    def gen_inputs(self, label, what, variant=False, slot=None, extra=None, light=False,
+                   deliver=None):
         """Both workers make this call's inputs from a seed derived for it
         (in parallel: each on its own device), on memory placement `slot`
         where several are in use; the candidate's must be described
@@ -74,7 +80,9 @@ class DataPath:
         trial's, from its public seed).  light: the reference's pair until
         its next GEN goes without its integrity facts (run_pair, fetch_ref:
         no weighted digests of large inputs, no late-write copy, no
-        mutation check, no magnitudes).  Returns the input bytes."""
+        mutation check, no magnitudes).  deliver: None for an untimed pair;
+        for a timed one, whether the candidate's inputs are delivered
+        (stark_referee_delivery).  Returns the input bytes."""
         args = {"seed": derive(self.seed, label), "sizes": {}, "variant": bool(variant)}
         if slot is not None:
             args["slot"] = slot
@@ -84,12 +92,21 @@ class DataPath:
             args.update(extra)
         if "kb" in args and not args.get("from_host"):
             return self.gen_cpu_made(args, what)
+        self.pair_delivered = False
+        if deliver:
+            got = self.gen_delivered(args, what, light)
+            if got is not None:
+                self.last_timed_desc = got[0]
+                self.pair_delivered = True
+                return got[1]
         self.send_gen(self.ref, dict(args, light=True) if light else args, what)
         self.send_gen(self.cand, args, what)
         self.await_replies((self.ref, self.cand), what)
         ref_desc, nbytes = self.recv_gen(self.ref, what)
         cand_desc, _ = self.recv_gen(self.cand, what)
         self.check_gen(ref_desc, cand_desc, what)
+        if deliver is not None:
+            self.last_timed_desc = ref_desc
         return nbytes
 
     def gen_cpu_made(self, args, what):
@@ -209,17 +226,22 @@ class DataPath:
         devices = [str(d.get("device", ""))[:32] for d in items]
         return k, specs, devices
 
-    def fetch_ref(self, what, light=False):
+    def fetch_ref(self, what, light=False, inwin=False):
         """The reference's output header (its bytes stay in its worker for
         the comparison): (kind, specs, devices) and its integrity facts.
         With `light` (a pair whose GEN said so: gen_inputs), its worker
         neither checks for late writes and mutated inputs nor sums
         magnitudes: the facts are those its earlier calls showed
-        (ref_facts_seen), and the magnitudes the first plain call's."""
+        (ref_facts_seen), and the magnitudes the first plain call's.  With
+        `inwin` (a delivered pair), the facts also say which of the
+        candidate's inputs its call changed (cand_mutated)."""
         w = self.ref
 
         def go():
-            w.chan.send(W.FETCH, b"", self.deadline)
+            if inwin:
+                w.chan.send_json(W.FETCH, {"inwin": True}, self.deadline)
+            else:
+                w.chan.send(W.FETCH, b"", self.deadline)
             hdr = self.expect(w, W.OUT_HEADER, what, W.HEADER_MAX)
             if hdr.get("kind") in ("bad", "reject"):
                 raise Verdict("error", "the problem's reference returned an unsupported "
@@ -302,6 +324,10 @@ class DataPath:
             self.talk(c, what, self.expect, c, W.OUT_WRITTEN, what)
             raise
         t = self.spend("fetch", t)
+        if isinstance(ref_facts.get("cand_mutated"), list) and ref_facts["cand_mutated"]:
+            # Delivered inputs: the reference's worker saw what the call did
+            # to them (stark_worker_delivery).
+            cand_facts = dict(cand_facts, mutated=ref_facts["cand_mutated"])
         self.check_facts(cand_facts, ref_facts, what)
         if slot:
             win = slot
@@ -335,6 +361,36 @@ class DataPath:
                           check="digest")
         return self.checked_results(reply, len(ref_meta[1]), what)
 
+    def fd_from_ref(self, kind, msg, what):
+        """A request to the reference's worker (the candidate's stopped)
+        whose reply may carry a descriptor: (reply kind, reply, descriptor
+        or -1, which the caller owns)."""
+        ref = self.ref
+
+        def make():
+            ref.chan.send_json(kind, msg, self.deadline)
+            ref.chan.accept_fds = True
+            try:
+                rkind, obj = ref.chan.recv_json({W.OK: W.CONTROL_MAX, W.ERR: W.CONTROL_MAX},
+                                                self.deadline)
+            finally:
+                ref.chan.accept_fds = False
+            return rkind, obj, ref.chan.take_fd()
+        with Stopped(self.cand):
+            return self.talk(ref, what, make)
+
+    def fd_to_cand(self, kind, msg, fd, what):
+        """A request with a descriptor to the candidate's worker (the
+        reference's stopped): (reply kind, reply)."""
+        cand = self.cand
+
+        def give():
+            cand.chan.send_fd(kind, msg, fd, self.deadline)
+            return cand.chan.recv_json({W.OK: W.CONTROL_MAX, W.ERR: W.CONTROL_MAX},
+                                       self.deadline)
+        with Stopped(self.ref):
+            return self.talk(cand, what, give)
+
     def open_device_window(self, what, out_bytes):
         """The output window on the device (STARK_OUTPUT_WINDOW=device), for
         outputs of out_bytes (stark_memory.device_window_size: their size,
@@ -349,17 +405,7 @@ class DataPath:
         ref, cand = self.ref, self.cand
         cap = stark_memory.device_window_size(out_bytes)
 
-        def make():
-            ref.chan.send_json(W.DWINDOW, {"size": cap}, self.deadline)
-            ref.chan.accept_fds = True
-            try:
-                kind, obj = ref.chan.recv_json({W.OK: W.CONTROL_MAX, W.ERR: W.CONTROL_MAX},
-                                               self.deadline)
-            finally:
-                ref.chan.accept_fds = False
-            return kind, obj, ref.chan.take_fd()
-        with Stopped(cand):
-            kind, obj, fd = self.talk(ref, "making the device window", make)
+        kind, obj, fd = self.fd_from_ref(W.DWINDOW, {"size": cap}, "making the device window")
         size = obj.get("size")
         if kind != W.OK or fd < 0 or type(size) is not int or size < cap:
             if fd >= 0:
@@ -367,14 +413,8 @@ class DataPath:
             env["output_window_device"] = "not used: the reference's worker made none (%.200s)" % (
                 obj.get("message") if kind != W.OK else "no descriptor")
             return
-
-        def give():
-            cand.chan.send_fd(W.DWINDOW, {"size": size}, fd, self.deadline)
-            return cand.chan.recv_json({W.OK: W.CONTROL_MAX, W.ERR: W.CONTROL_MAX},
-                                       self.deadline)
         try:
-            with Stopped(ref):
-                ck, cobj = self.talk(cand, "mapping the device window", give)
+            ck, cobj = self.fd_to_cand(W.DWINDOW, {"size": size}, fd, "mapping the device window")
         finally:
             os.close(fd)
         use = ck == W.OK
@@ -481,8 +521,13 @@ class DataPath:
         # REF_FULL_FETCHES of its calls have shown them (fetch_ref).
         light = (timed and kind is None and bool(self.plain_mag) and
                  self.ref_full_fetches >= REF_FULL_FETCHES)
+        deliver = self.delivery_on(timed, kind) if timed else None
         self.input_bytes = max(self.input_bytes,
-                               self.gen_inputs(label, what, variant, slot, gen, light))
+                               self.gen_inputs(label, what, variant, slot, gen, light,
+                                               deliver))
+        # Whether this pair's inputs are delivered (gen_delivered may have
+        # found that they cannot be).
+        deliver = bool(deliver) and self.pair_delivered
         t = self.spend("gen", t_pair)
         ns, replies, raws = {}, {}, {}
         for role in order:
@@ -500,15 +545,19 @@ class DataPath:
                     n: list(self.tolerance(dt)) for n, dt in W.DTYPES.items()})
                 if self.repeat_room() is not None:
                     args["repeat_room"] = self.repeat_room()
-            with Stopped(other):
-                ns[role], replies[role], raws[role] = self.call(
-                    w, "forward (%s)" % what, kind, args, net=timed and not self.cuda)
+            if deliver:
+                ns[role], replies[role], raws[role] = self.delivered_call(role, what, kind,
+                                                                          args)
+            else:
+                with Stopped(other):
+                    ns[role], replies[role], raws[role] = self.call(
+                        w, "forward (%s)" % what, kind, args, net=timed and not self.cuda)
             t = self.spend("call", t)
             self.note_mem(role, "call", replies[role])
             if timed and self.cuda:
                 self.note_launch(role, replies[role], self.note_gate(replies[role]))
         self.note_jit(replies.get("cand"), timed and "warm-up" not in what)
-        ref_meta, ref_facts = self.fetch_ref(what, light)
+        ref_meta, ref_facts = self.fetch_ref(what, light, deliver)
         self.spend("fetch", t)
         self.output_bytes = max(self.output_bytes, sum(sp[2] for sp in ref_meta[1]))
         if variant:

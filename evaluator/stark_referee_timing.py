@@ -153,14 +153,17 @@ class Timing:
             self.spin_error = str(err)[:200]
         return None
 
-    def call(self, w, what, kind=None, args=None, net=False):
+    def call(self, w, what, kind=None, args=None, net=False, stopped_start=False, pre_rt=0):
         """Runs forward on the worker's inputs; returns (elapsed ns as seen
         by the referee from the send of CALL to the reply, less the worker's
         run-queue waits; the reply; the whole exchange in ns).  With `net`
         (timed calls on CPUs), the elapsed ns are also less a no-op round
         trip made just before (see _settle).  A candidate's call gets
         CALL_FLOOR_S or CALL_FACTOR times the reference's slowest call,
-        whichever is more (within the deadline)."""
+        whichever is more (within the deadline).  With `stopped_start` (a
+        delivered pair's call: stark_referee_delivery.delivered_call), the
+        worker is stopped when the clock starts and continued just after,
+        and pre_rt is the round trip to take off (measured the same way)."""
         kind = kind or W.CALL
         payload = json.dumps(args).encode() if args else b""
         deadline = self.deadline
@@ -170,9 +173,14 @@ class Timing:
             deadline = min(deadline, time.monotonic() + limit)
 
         def go():
-            rt = self._settle(w, deadline, True) if net else 0
+            if stopped_start:
+                rt = pre_rt if net else 0
+            else:
+                rt = self._settle(w, deadline, True) if net else 0
             q0 = _runq_wait_ns(w.pid)
             t0 = time.perf_counter_ns()
+            if stopped_start:
+                w.cont()
             w.chan.send(kind, payload, deadline)
             rkind, obj = w.chan.recv_json({W.OK: W.CONTROL_MAX, W.ERR: W.CONTROL_MAX},
                                           deadline)
@@ -380,6 +388,11 @@ class Timing:
             nplace = self.scan_placements(nplace)
             self.step("scan", ts)
         warm = max(req["warmup"], nplace if nplace > 1 else 0)
+        if not self.cuda and W.input_delivery():
+            # The first timed pair shows the inputs' layout; from the next
+            # on they are delivered (stark_referee_delivery), so it is a
+            # warm-up pair.
+            warm = max(warm, 1)
         i = extra = 0
         warm_ev = []
         while i < warm:

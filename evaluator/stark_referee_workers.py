@@ -122,17 +122,21 @@ def _vm_hwm(path):
 
 
 class Stopped:
-    """Context manager: the given workers are stopped inside the block."""
+    """Context manager: the given workers are stopped inside the block.  A
+    worker already stopped when it begins stays stopped after it (a
+    delivered pair's candidate: stark_referee_delivery)."""
 
     def __init__(self, *workers):
         self.workers = [w for w in workers if w is not None]
+        self.stopped = []
 
     def __enter__(self):
-        for w in self.workers:
+        self.stopped = [w for w in self.workers if not w.stopped]
+        for w in self.stopped:
             w.stop()
 
     def __exit__(self, *exc):
-        for w in self.workers:
+        for w in self.stopped:
             w.cont()
         return False
 
@@ -151,6 +155,7 @@ class Workers:
                 "placements": self.req["placements"],
                 "l2_flush": bool(self.req.get("l2_flush", True)),
                 "device_window": self.cuda and W.window_on_device(),
+                "input_window": not self.cuda and W.input_delivery(),
                 "compare_kernel": self.cuda and stark_fused.wanted(),
                 "language": self.language, "lang_dir": self.lang_dir,
                 "cand_exec": self.cand_exec,

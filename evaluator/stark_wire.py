@@ -84,6 +84,9 @@ DWINDOW = b"DWIN"   # the output window on the device (DeviceWindow): to the
                     # reference {"size": n} (replies OK {"size"} and the
                     # descriptor), {"use": true} or {"drop": true}; to the
                     # candidate {"size": n} and the descriptor
+INWIN = b"INWN"     # the input window (stark_worker_delivery): to the reference
+                    # {"size": n, "items": [...]} (replies OK {"size"} and the
+                    # descriptor); to the candidate the same and the descriptor
 FETCH = b"FTCH"     # describe the last outputs; JSON {"window": n}: the
                     # candidate also writes them into the output window
 COMPARE = b"CMPR"   # reference only: JSON header; the bytes are in the window
@@ -234,6 +237,13 @@ def window_capacity(env=None, device=False):
     return M.window_bytes(env, device)
 
 
+def input_delivery(env=None):
+    """Whether timed pairs on the CPU deliver the candidate's inputs
+    (stark_worker_delivery): with $STARK_INPUT_DELIVERY=on only, until
+    what it costs an honest candidate is gone (docs/METHOD.md)."""
+    return (os.environ if env is None else env).get("STARK_INPUT_DELIVERY", "") == "on"
+
+
 def window_on_device(env=None):
     """Whether large outputs on a GPU go through an output window on the
     device (DeviceWindow; the default) rather than host memory
@@ -253,6 +263,24 @@ def chunk_parts(specs, offs, start, end):
         if lo < hi:
             parts.append((i, lo - off, hi - off))
     return parts
+
+
+def input_window(size):
+    """The reference worker's side: a new input window of `size` bytes
+    (stark_worker_delivery), a memfd sealed against shrinking, growing
+    and further seals, so the candidate's process can neither take pages
+    from under the reference's writes nor make it larger.  Returns its
+    descriptor."""
+    import fcntl
+    fd = os.memfd_create("stark-inputs", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, size)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                    fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def window_create():

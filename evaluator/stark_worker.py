@@ -53,6 +53,7 @@ import stark_triton
 import stark_tensors as T
 import stark_wire as W
 from stark_compiled import CompiledRef
+from stark_worker_delivery import Delivery
 from stark_worker_gpu import GpuTiming
 from stark_worker_inputs import Inputs
 from stark_worker_memory import OOM_TYPES, Memory, is_oom
@@ -132,7 +133,7 @@ def _exec_module(name, filename, src):
     return mod
 
 
-class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
+class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef, Delivery):
     """One worker: its model, this call's inputs and outputs, and the
     command loop (serve).  The reference worker also holds the compiled
     reference where one is asked for (stark_compiled)."""
@@ -187,6 +188,10 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
         self.started["window"] = time.monotonic()
         self.dwin_made = None  # reference: the device window made, not yet used (DWINDOW)
         if cfg.get("device_window") is True and self.device.type == "cuda":
+            self.chan.accept_fds = True
+        if cfg.get("input_window") is True:
+            # Both workers, so that their exchanges cost the same
+            # (stark_worker_delivery).
             self.chan.accept_fds = True
         self.events = None
         self.gate = None       # the timed call's gate kernel (stark_worker_gpu._gate)
@@ -556,7 +561,8 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
         caps = {W.LOAD: 1 << 16, W.COMPILE: 1 << 16, W.GEN: 1 << 20, W.CALL: 1 << 12,
                 W.SCAN: 64, W.FETCH: 64, W.PUT: 64, W.COMPARE: W.HEADER_MAX, W.FLUSH: 64,
                 W.TIMED_NOOP: 64, W.DEVICE_INFO: 1 << 12, W.PING: 0, W.PSTATS: 0, W.QUIT: 0,
-                W.PROFILE: 0, W.PLAN: 1 << 12, W.COMPILE_REF: 1 << 12, W.DWINDOW: 64}
+                W.PROFILE: 0, W.PLAN: 1 << 12, W.COMPILE_REF: 1 << 12, W.DWINDOW: 64,
+                W.INWIN: 1 << 20}
         phases = {W.LOAD: "load", W.GEN: "inputs", W.COMPARE: "compare",
                   W.FLUSH: "device", W.DEVICE_INFO: "device"}
         while True:
@@ -565,6 +571,9 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef):
             fd = chan.take_fd()
             if kind == W.DWINDOW:
                 self.cmd_dwindow(payload, fd)
+                continue
+            if kind == W.INWIN:
+                self.cmd_inwin(payload, fd)
                 continue
             if fd >= 0:
                 os.close(fd)

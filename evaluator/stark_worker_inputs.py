@@ -109,6 +109,10 @@ class Inputs:
             self.drop_placements()
         if args.get("host_only"):
             return self._kb_host_gen(args)
+        if args.get("delivered") is True and self.role == "cand":
+            # A timed call's inputs, which the reference's worker writes
+            # (stark_worker_delivery): no seed was sent.
+            return self.delivered_gen()
         pool, pre = self._gen_pool(args)
         with self._in_pool(pool):
             items, variant = self._make_inputs(args, held=held if args.get("from_host") else None)
@@ -143,6 +147,11 @@ class Inputs:
             # (see _timed).
             torch.cuda.synchronize(self.device)
         reply = {"items": desc["items"], "bytes": nbytes, "placements": self.n_slots}
+        if args.get("deliver") is True and self.role == "ref":
+            why = self.deliver(desc)
+            reply["delivered"] = why is None
+            if why is not None:
+                reply["not_delivered"] = why
         mem = self.mem_facts()
         if mem:
             reply["mem"] = mem

@@ -158,6 +158,10 @@ class Outputs:
             return
         if self.role == "ref":
             self.kept = tensors
+            if args.get("inwin") is True:
+                # The candidate's delivered inputs, as its call left them
+                # (stark_worker_delivery).
+                header["facts"]["cand_mutated"] = self.window_mutated()
             self.chan.send_json(W.OUT_HEADER, header)
             return
         self.chan.send_json(W.OUT_HEADER, header)
