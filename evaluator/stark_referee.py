@@ -188,6 +188,7 @@ class Evaluation(Workers, Builds, DataPath, InputDelivery, Comparison, GpuLock, 
         self.window_cap = W.window_capacity()   # its capacity: one chunk
         self.dwin_state = None          # the device window: None (not tried), "on", "off"
         self.delivered = [0, 0]         # timed pairs whose inputs were delivered, not
+        self.cold_rts = {}              # role -> their round trips from a stop, ns
         self.chunks = 0                 # most chunks an output streamed in
         self.lock_held = None       # "ex", "sh" or None
         self.lock_wait = {}         # seconds waited for the GPU lock, by mode

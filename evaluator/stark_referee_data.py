@@ -379,17 +379,17 @@ class DataPath:
         with Stopped(self.cand):
             return self.talk(ref, what, make)
 
-    def fd_to_cand(self, kind, msg, fd, what):
-        """A request with a descriptor to the candidate's worker (the
-        reference's stopped): (reply kind, reply)."""
-        cand = self.cand
+    def fd_to_worker(self, w, kind, msg, fd, what):
+        """A request with a descriptor to a worker (the other stopped):
+        (reply kind, reply)."""
+        other = self.ref if w is self.cand else self.cand
 
         def give():
-            cand.chan.send_fd(kind, msg, fd, self.deadline)
-            return cand.chan.recv_json({W.OK: W.CONTROL_MAX, W.ERR: W.CONTROL_MAX},
-                                       self.deadline)
-        with Stopped(self.ref):
-            return self.talk(cand, what, give)
+            w.chan.send_fd(kind, msg, fd, self.deadline)
+            return w.chan.recv_json({W.OK: W.CONTROL_MAX, W.ERR: W.CONTROL_MAX},
+                                    self.deadline)
+        with Stopped(other):
+            return self.talk(w, what, give)
 
     def open_device_window(self, what, out_bytes):
         """The output window on the device (STARK_OUTPUT_WINDOW=device), for
@@ -414,7 +414,8 @@ class DataPath:
                 obj.get("message") if kind != W.OK else "no descriptor")
             return
         try:
-            ck, cobj = self.fd_to_cand(W.DWINDOW, {"size": size}, fd, "mapping the device window")
+            ck, cobj = self.fd_to_worker(cand, W.DWINDOW, {"size": size}, fd,
+                                         "mapping the device window")
         finally:
             os.close(fd)
         use = ck == W.OK

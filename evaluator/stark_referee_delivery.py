@@ -3,14 +3,15 @@ CPU, a timed pair's inputs reach the candidate's process only inside its
 timed exchange (stark_worker_delivery says why and how).
 
 For each timed pair after the first, the candidate's worker readies its
-input tensors (views of the input window) without a seed while the
-reference's makes the inputs (gen_delivered); each timed call then
-begins with its worker stopped, waiting about as long as the candidate's
-worker waits while the reference's writes its inputs, and continued once
-the clock has started (delivered_call).
+input tensors (views of its input window) without a seed while the
+reference's makes the inputs and stages a copy (gen_delivered).  Each
+timed call, the reference's as the candidate's, then begins with its
+worker stopped while this process copies the staged inputs into that
+worker's window, and the worker is continued once the clock has started
+(delivered_call): both meet their inputs alike.
 
-Trust: the window is the reference's (a sealed memfd it made); the
-candidate only maps it.  A candidate's worker that cannot map it is
+Trust: the windows are this process's (sealed memfds); the candidate's
+worker maps only its own.  A candidate's worker that cannot map it is
 rejected, never timed on inputs it made itself.  Where the reference's
 worker cannot make it (the evaluator's own limits) or a pair's inputs do
 not fit its layout (a problem whose inputs change shape from seed to
@@ -18,6 +19,7 @@ seed), the pair runs as before and env inputs_delivered says how many
 pairs were delivered and why others were not.
 """
 
+import mmap
 import os
 import time
 
@@ -27,7 +29,8 @@ from stark_referee_timing import _runq_wait_ns, _unqueued
 from stark_referee_workers import Stopped
 
 STOP_WAIT_S = 1.0           # how long a worker's stop is waited for
-GAP_START_NS = 50000        # the wait stopped before the first write is measured
+GAP_START_NS = 50000        # the wait stopped before the first copy is measured
+INWIN_MAX = 256 << 20       # inputs delivered up to this (held three times: staged, twice)
 
 
 def _spin(ns):
@@ -45,7 +48,9 @@ class InputDelivery:
     last_timed_desc = None  # the reference's description of the last timed pair's inputs
     delivered = [0, 0]      # timed pairs delivered, not delivered (after the first)
     pair_delivered = False  # whether this pair's inputs are (gen_inputs)
-    deliver_gap_ns = GAP_START_NS  # how long the last write of inputs took
+    copy_ns = GAP_START_NS  # how long the last copy into a window took
+    inwin_size = 0          # bytes of one copy of the inputs
+    inwin_maps = None       # the referee's mappings: the reference's window, the candidate's
 
     def delivery_on(self, timed, kind):
         """Whether this pair's inputs are delivered (opening the window on
@@ -57,37 +62,49 @@ class InputDelivery:
         return self.inwin_state == "on"
 
     def open_input_window(self, desc):
-        """INWIN: the reference's worker makes the window for inputs of
-        `desc` (its description of the last timed pair's), the candidate's
-        maps it."""
+        """INWIN: the referee makes the two input windows for inputs of
+        `desc` (the reference's description of the last timed pair's),
+        maps both, and hands them on: the reference's worker maps its own
+        and the candidate's, the candidate's worker its own."""
         env = self.res["env"]
         items = desc["items"]
         specs = [W.checked_spec(d, "input") for d in items if d.get("t") == "tensor"]
         _, size = W.window_layout(specs)
         self.inwin_state = "off"
-        if size <= 0:
-            env["inputs_delivered"] = "no: the inputs hold no tensor bytes"
+        if size <= 0 or size > INWIN_MAX:
+            env["inputs_delivered"] = ("no: inputs of %d bytes (delivered: 1 to %d MiB, held "
+                                       "three times)" % (size, INWIN_MAX >> 20))
             return
-        msg = {"size": size, "items": items}
-        kind, obj, fd = self.fd_from_ref(W.INWIN, msg, "making the input window")
-        if kind != W.OK or fd < 0:
-            if fd >= 0:
-                os.close(fd)
-            env["inputs_delivered"] = ("no: the reference's worker made no input window "
-                                       "(%.200s)" % (obj.get("message") if kind != W.OK
-                                                     else "no descriptor"))
-            return
+        fds = []
         try:
-            ck, cobj = self.fd_to_cand(W.INWIN, msg, fd, "mapping the input window")
+            try:
+                fds = [W.input_window(2 * size), W.input_window(size)]
+                maps = [mmap.mmap(fds[0], 2 * size), mmap.mmap(fds[1], size)]
+            except OSError as e:
+                env["inputs_delivered"] = "no: no input windows of %d bytes (%s)" % (size, e)
+                return
+            msg = {"size": size, "items": items}
+            for part, fd in (("own", fds[0]), ("cand", fds[1])):
+                kind, obj = self.fd_to_worker(self.ref, W.INWIN, dict(msg, part=part), fd,
+                                              "mapping the input windows")
+                if kind != W.OK:
+                    env["inputs_delivered"] = ("no: the reference's worker could not map "
+                                               "them (%.200s)" % obj.get("message"))
+                    return
+            ck, cobj = self.fd_to_worker(self.cand, W.INWIN, dict(msg, part="own"), fds[1],
+                                         "mapping the input window")
         finally:
-            os.close(fd)
+            for fd in fds:
+                os.close(fd)
         if ck != W.OK:
             raise Verdict("rejected", "the candidate's worker did not map the input window "
-                          "the reference's worker made (%.300s): its timed calls could not "
-                          "be given their inputs inside the timed exchange"
-                          % cobj.get("message"), check="input_window")
+                          "(%.300s): its timed calls could not be given their inputs "
+                          "inside the timed exchange" % cobj.get("message"),
+                          check="input_window")
         self.inwin_state = "on"
         self.inwin_items = items
+        self.inwin_size = size
+        self.inwin_maps = maps
 
     def gen_delivered(self, args, what, light):
         """A timed pair's GEN with delivered inputs: the candidate's worker
@@ -116,31 +133,27 @@ class InputDelivery:
     def delivered_call(self, role, what, kind, args):
         """One timed call of a delivered pair; returns call()'s answer.
 
-        Each worker is made to wait stopped for about as long as the
-        candidate's worker waits while its inputs are written, and is
-        continued once the clock has started; the round trip taken off its
-        exchange is one made the same way (stop, the same wait, continue
-        and a no-op), just before.  Waking a process stopped for that long
-        cost 30-180 us on the development machine where a warm round trip
-        cost 5: a round trip from a warm worker would charge the candidate
-        that difference.  The candidate's inputs are written after its
-        round trip and before its call, so that it first runs with them
-        inside its timed exchange."""
-        if role == "cand":
-            with Stopped(self.ref):
-                rt = self.cold_rt(self.cand, self.deliver_gap_ns)
-                self.stop_wait(self.cand)
+        The worker, the other stopped, is stopped; its inputs are copied
+        from the reference's staging copy into its window; the clock
+        starts and the worker is continued.  The round trip taken off its
+        exchange is one made the same way (stopped, as long as the copy
+        took, continued as the clock starts), just before: waking a
+        process stopped that long cost 30-180 us on the development
+        machine where a warm round trip cost 5.  Both workers' calls are
+        made so, so that they meet their inputs alike."""
+        w, other = (self.ref, self.cand) if role == "ref" else (self.cand, self.ref)
+        n = self.inwin_size
+        src = memoryview(self.inwin_maps[0])[:n]
+        dst = (memoryview(self.inwin_maps[0])[n:2 * n] if role == "ref" else
+               memoryview(self.inwin_maps[1])[:n])
+        with Stopped(other):
+            rt = self.cold_rt(w, self.copy_ns)
+            self.cold_rts.setdefault(role, []).append(rt)
+            self.stop_wait(w)
             t = time.perf_counter_ns()
-            self.command(self.ref, W.INWIN, {"write": True}, "writing the inputs (%s)" % what)
-            with Stopped(self.ref):
-                self.deliver_gap_ns = time.perf_counter_ns() - t
-                return self.call(self.cand, "forward (%s)" % what, kind, args, net=True,
-                                 stopped_start=True, pre_rt=rt)
-        with Stopped(self.cand):
-            rt = self.cold_rt(self.ref, self.deliver_gap_ns)
-            self.stop_wait(self.ref)
-            _spin(self.deliver_gap_ns)
-            return self.call(self.ref, "forward (%s)" % what, kind, args, net=True,
+            dst[:] = src
+            self.copy_ns = time.perf_counter_ns() - t
+            return self.call(w, "forward (%s)" % what, kind, args, net=True,
                              stopped_start=True, pre_rt=rt)
 
     def cold_rt(self, w, gap_ns):
@@ -181,6 +194,11 @@ class InputDelivery:
         env = self.res["env"]
         done, not_done = self.delivered
         text = "%d timed pairs" % done
+        rts = {r: sorted(v)[len(v) // 2] / 1e3 for r, v in self.cold_rts.items() if v}
+        if len(rts) == 2:
+            # The round trips taken off, medians (diagnostics).
+            text += ", round trips from a stop ref %.1f us, cand %.1f us, copy %.1f us" % (
+                rts["ref"], rts["cand"], self.copy_ns / 1e3)
         if not_done:
             text += "; %d not (%s)" % (not_done, why or "see above")
         env["inputs_delivered"] = text[:300]

@@ -5,20 +5,24 @@ A worker that makes its own inputs holds them before its timed call: a
 candidate that wraps its worker's GEN could run the model there, untimed,
 and return that result from the call (59-63x "correct" on a CPU matmul,
 tests/integrity/sqmatmul/r09_precompute_in_gen.py).  So on the CPU, with
-STARK_INPUT_DELIVERY=on, the timed pairs deliver the candidate's inputs
-instead: the reference's worker makes an input window (a memfd sealed
-against resizing), the candidate's worker maps it and makes its input
-tensors views of it.  Before each timed pair the candidate's worker is
-told only the inputs' description (GEN "delivered": no seed); the
-reference's worker makes the call's inputs from the seed (GEN "deliver")
-and, with the candidate's worker stopped just before its timed call,
-writes them into the window (INWIN "write").  The candidate's process
-first runs again when the referee's clock of that call has started
-(stark_referee_delivery), so whatever it does with the values is timed.
+STARK_INPUT_DELIVERY=on, the timed pairs deliver both workers' inputs
+instead, the same way.  The referee makes two input windows (memfds
+sealed against resizing): the reference's, which holds a staging copy
+and its own call's inputs, and the candidate's, which the reference's
+worker maps too (read-only).  Each worker's input tensors for a timed
+call are views of its window.  For each timed pair the candidate's
+worker is told only the inputs' description (GEN "delivered": no seed);
+the reference's worker makes the call's inputs from the seed and copies
+them into the staging copy (GEN "deliver").  Before each timed call the
+referee stops the worker, copies the staging bytes into that worker's
+input views, and continues it once its clock has started
+(stark_referee_delivery): so whatever the candidate does with the values
+is timed, and both workers meet their inputs alike, freshly written by
+another process.
 
 The candidate's worker keeps no copy of delivered inputs, so the mutation
-check is the reference's: at FETCH it compares the window with the inputs
-it wrote (its own copy of them, or their weighted digests).
+check is the reference's: at FETCH it compares the candidate's window with
+its own copy of the inputs.
 
 A part of stark_worker.Worker (a mixin).
 """
@@ -26,6 +30,7 @@ A part of stark_worker.Worker (a mixin).
 import json
 import mmap
 import os
+import warnings
 
 import torch
 
@@ -34,17 +39,21 @@ import stark_wire as W
 from stark_worker_outputs import _same_bytes, storage_span
 
 
-def _views(mm, items):
+def _views(mm, items, base=0):
     """The input tensors of a window mapping for a description's items
-    (describe_inputs), at window_layout's offsets; (tensors, layout)."""
+    (describe_inputs), at window_layout's offsets from `base`; (tensors,
+    offsets)."""
     specs = [W.checked_spec(d, "input") for d in items if d.get("t") == "tensor"]
     offs, total = W.window_layout(specs)
-    if total > len(mm):
-        raise ValueError("the inputs need %d bytes, the window holds %d" % (total, len(mm)))
-    flat = torch.frombuffer(mm, dtype=torch.uint8) if len(mm) else torch.empty(0, dtype=torch.uint8)
+    if base + total > len(mm):
+        raise ValueError("the inputs need %d bytes, the window holds %d" % (total, len(mm) - base))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # a read-only mapping
+        flat = torch.frombuffer(mm, dtype=torch.uint8)
     views = []
     for (dtype, shape, n), off in zip(specs, offs):
-        t = flat[off:off + n].view(dtype).view(shape) if n else torch.empty(shape, dtype=dtype)
+        t = (flat[base + off:base + off + n].view(dtype).view(shape) if n else
+             torch.empty(shape, dtype=dtype))
         views.append(t)
     return views, offs
 
@@ -58,48 +67,45 @@ def _value(d):
 
 
 class Delivery:
-    """The input window: INWIN, the reference's writes, the candidate's views."""
+    """The input windows: INWIN, the reference's staging copy, the views."""
 
-    inwin = None        # the window's mapping (mmap)
-    inwin_items = None  # the description its layout was made for
-    inwin_views = None  # the candidate's input tensors in it
-    inwin_offs = None
-    inwin_ready = False  # reference: this call's inputs may be written (GEN "deliver")
+    inwin = None        # the mapping of this worker's window (mmap)
+    inwin_cand = None   # reference: its read-only mapping of the candidate's
+    inwin_items = None  # the description the layout was made for
+    inwin_views = None  # this worker's input tensors in its window
+    inwin_stage = None  # reference: the staging copy's tensors
+    inwin_ready = False  # reference: this call's inputs were staged (GEN "deliver")
 
     def cmd_inwin(self, payload, fd):
-        """INWIN {"size": n, "items": [...]}: the reference's worker makes
-        the window (replies OK {"size"} and its descriptor); the
-        candidate's maps the descriptor it is sent with it.  On any failure
-        ERR: the referee then times without delivery, or rejects a
-        candidate that cannot map what the reference made.  INWIN
-        {"write": true} to the reference: this call's inputs written into
-        the window (the candidate's worker is stopped)."""
+        """INWIN {"size": n, "items": [...], "part": "own"|"cand"} with a
+        window's descriptor: the worker maps its own window (the
+        reference's holds the staging copy, then its views, 2n bytes; the
+        candidate's n), or the reference maps the candidate's read-only
+        (its mutation check).  On any failure ERR: the referee then times
+        without delivery, or rejects a candidate that maps none."""
         try:
             args = json.loads(payload) if payload else {}
-            if self.role == "ref" and isinstance(args, dict) and args.get("write") is True:
-                self.write_inputs()
-                self.chan.send_json(W.OK, {})
-                return
-            n, items = args.get("size"), args.get("items")
-            if (not isinstance(args, dict) or type(n) is not int or not 0 < n <= W.OUTPUT_MAX
-                    or not isinstance(items, list) or len(items) > W.MAX_ITEMS
-                    or self.device.type != "cpu"):
+            if not isinstance(args, dict):
+                raise ValueError("an input window request that is not an object")
+            n, items, part = args.get("size"), args.get("items"), args.get("part")
+            if (type(n) is not int or not 0 < n <= W.OUTPUT_MAX or not isinstance(items, list)
+                    or len(items) > W.MAX_ITEMS or part not in ("own", "cand")
+                    or (part == "cand" and self.role != "ref") or self.device.type != "cpu"):
                 raise ValueError("an input window request this worker cannot serve")
-            if self.role == "ref":
-                wfd = W.input_window(n)
-                try:
-                    self.inwin = mmap.mmap(wfd, n)
-                    _views(self.inwin, items)
-                    self.inwin_items = items
-                    self.chan.send_fd(W.OK, {"size": n}, wfd)
-                finally:
-                    os.close(wfd)
-                return
-            if fd < 0 or os.fstat(fd).st_size < n:
-                raise ValueError("no window of %d bytes was sent" % n)
-            mm = mmap.mmap(fd, n)
-            self.inwin_views, self.inwin_offs = _views(mm, items)
-            self.inwin, self.inwin_items = mm, items
+            own = 2 * n if part == "own" and self.role == "ref" else n
+            if fd < 0 or os.fstat(fd).st_size < own:
+                raise ValueError("no window of %d bytes was sent" % own)
+            if part == "cand":
+                self.inwin_cand = mmap.mmap(fd, n, prot=mmap.PROT_READ)
+            else:
+                mm = mmap.mmap(fd, own)
+                if self.role == "ref":
+                    self.inwin_stage, _ = _views(mm, items)
+                    self.inwin_views, _ = _views(mm, items, n)
+                else:
+                    self.inwin_views, _ = _views(mm, items)
+                self.inwin = mm
+            self.inwin_items = items
             self.chan.send_json(W.OK, {})
         except W.WorkerGone:
             raise
@@ -110,21 +116,26 @@ class Delivery:
             if fd >= 0:
                 os.close(fd)
 
-    def delivered_gen(self):
-        """The candidate's GEN "delivered": its inputs are the window's
-        tensors, whose values the reference's worker writes while this
-        process is stopped; replies their description.  No copy is kept:
-        the reference checks them for mutation."""
-        if self.inwin_views is None:
-            raise ValueError("GEN delivered without an input window")
+    def _use_views(self):
+        """This call's inputs: the window's views, plain values from the
+        description; requires_grad as get_inputs() gave it."""
         items = self.inwin_items
         it = iter(self.inwin_views)
         self.inputs = [next(it) if d.get("t") == "tensor" else _value(d) for d in items]
         for d, x in zip(items, self.inputs):
             if d.get("t") == "tensor" and x.is_floating_point():
                 x.requires_grad_(bool(d.get("requires_grad")))
+        self.in_spans = [storage_span(x) for x in self.inwin_views]
+
+    def delivered_gen(self):
+        """The candidate's GEN "delivered": its inputs are its window's
+        tensors, which the referee fills while this process is stopped;
+        replies their description.  No copy is kept: the reference checks
+        them for mutation."""
+        if self.inwin_views is None:
+            raise ValueError("GEN delivered without an input window")
+        self._use_views()
         self.in_bufs = list(self.inwin_views)
-        self.in_spans = [storage_span(x) for x in self.in_bufs]
         self.pristine = [None] * len(self.in_bufs)
         desc, _ = T.describe_inputs(self.inputs)
         return {"items": desc["items"], "bytes": sum(x.numel() * x.element_size()
@@ -132,15 +143,15 @@ class Delivery:
                 "placements": 1, "delivered": True}
 
     def deliver(self, desc):
-        """The reference's GEN "deliver": whether this call's inputs can be
-        written into the window (INWIN "write", just before the
-        candidate's timed call).  Returns None, or why not: inputs of
-        another description than the window's layout (a problem whose
-        inputs change shape), or inputs of which this worker keeps no copy
-        (over check_copy_bytes); the referee then has the candidate make
-        its own."""
+        """The reference's GEN "deliver": this call's inputs (placed, the
+        variant made) copied into the staging copy, and its own call's
+        inputs made its window's views, which the referee fills from it.
+        Returns None, or why not: inputs of another description than the
+        windows' layout (a problem whose inputs change shape), or inputs of
+        which this worker keeps no copy (over check_copy_bytes); the
+        referee then has the candidate make its own."""
         self.inwin_ready = False
-        if self.inwin is None:
+        if self.inwin is None or self.inwin_cand is None:
             return "no input window"
         if json.dumps(desc["items"], sort_keys=True) != json.dumps(self.inwin_items,
                                                                    sort_keys=True):
@@ -148,24 +159,17 @@ class Delivery:
         if len(self.pristine) != len(self.in_bufs) or not all(
                 isinstance(p, torch.Tensor) for p in self.pristine):
             return "inputs over %d MiB are not copied" % (self.check_copy_bytes() >> 20)
+        for v, x in zip(self.inwin_stage, self.in_bufs):
+            v.copy_(x.detach())
+        self._use_views()
         self.inwin_ready = True
         return None
 
-    def write_inputs(self):
-        """This call's inputs as GEN made them (the copies kept for the
-        mutation check: the reference's own call may have changed its
-        buffers) written into the window."""
-        if not self.inwin_ready:
-            raise ValueError("no inputs to write into the input window")
-        views, _ = _views(self.inwin, self.inwin_items)
-        for v, p in zip(views, self.pristine):
-            v.copy_(p)
-
     def window_mutated(self):
-        """Which delivered inputs the candidate's call changed: the window
-        compared with the reference's copy of what it wrote."""
-        if self.inwin is None or not self.inwin_ready:
+        """Which delivered inputs the candidate's call changed: its window
+        compared with this worker's copy of the inputs."""
+        if self.inwin_cand is None or not self.inwin_ready:
             return []
-        views, _ = _views(self.inwin, self.inwin_items)
+        views, _ = _views(self.inwin_cand, self.inwin_items)
         return [j for j, (v, p) in enumerate(zip(views, self.pristine))
                 if not _same_bytes(v, p)]
