@@ -361,24 +361,6 @@ class DataPath:
                           check="digest")
         return self.checked_results(reply, len(ref_meta[1]), what)
 
-    def fd_from_ref(self, kind, msg, what):
-        """A request to the reference's worker (the candidate's stopped)
-        whose reply may carry a descriptor: (reply kind, reply, descriptor
-        or -1, which the caller owns)."""
-        ref = self.ref
-
-        def make():
-            ref.chan.send_json(kind, msg, self.deadline)
-            ref.chan.accept_fds = True
-            try:
-                rkind, obj = ref.chan.recv_json({W.OK: W.CONTROL_MAX, W.ERR: W.CONTROL_MAX},
-                                                self.deadline)
-            finally:
-                ref.chan.accept_fds = False
-            return rkind, obj, ref.chan.take_fd()
-        with Stopped(self.cand):
-            return self.talk(ref, what, make)
-
     def fd_to_worker(self, w, kind, msg, fd, what):
         """A request with a descriptor to a worker (the other stopped):
         (reply kind, reply)."""
@@ -405,7 +387,17 @@ class DataPath:
         ref, cand = self.ref, self.cand
         cap = stark_memory.device_window_size(out_bytes)
 
-        kind, obj, fd = self.fd_from_ref(W.DWINDOW, {"size": cap}, "making the device window")
+        def make():
+            ref.chan.send_json(W.DWINDOW, {"size": cap}, self.deadline)
+            ref.chan.accept_fds = True
+            try:
+                kind, obj = ref.chan.recv_json({W.OK: W.CONTROL_MAX, W.ERR: W.CONTROL_MAX},
+                                               self.deadline)
+            finally:
+                ref.chan.accept_fds = False
+            return kind, obj, ref.chan.take_fd()
+        with Stopped(cand):
+            kind, obj, fd = self.talk(ref, "making the device window", make)
         size = obj.get("size")
         if kind != W.OK or fd < 0 or type(size) is not int or size < cap:
             if fd >= 0:
