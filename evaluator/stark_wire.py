@@ -84,9 +84,9 @@ DWINDOW = b"DWIN"   # the output window on the device (DeviceWindow): to the
                     # reference {"size": n} (replies OK {"size"} and the
                     # descriptor), {"use": true} or {"drop": true}; to the
                     # candidate {"size": n} and the descriptor
-INWIN = b"INWN"     # the input window (stark_worker_delivery): to the reference
-                    # {"size": n, "items": [...]} (replies OK {"size"} and the
-                    # descriptor); to the candidate the same and the descriptor
+INWIN = b"INWN"     # an input window's descriptor (stark_worker_delivery), from
+                    # the referee: JSON {"size": n, "items": [...], "part":
+                    # "own" | "cand"} (the reference also maps the candidate's)
 FETCH = b"FTCH"     # describe the last outputs; JSON {"window": n}: the
                     # candidate also writes them into the output window
 COMPARE = b"CMPR"   # reference only: JSON header; the bytes are in the window
@@ -266,10 +266,10 @@ def chunk_parts(specs, offs, start, end):
 
 
 def input_window(size):
-    """The reference worker's side: a new input window of `size` bytes
+    """The referee's side: a new input window of `size` bytes
     (stark_worker_delivery), a memfd sealed against shrinking, growing
     and further seals, so the candidate's process can neither take pages
-    from under the reference's writes nor make it larger.  Returns its
+    from under the referee's copies nor make it larger.  Returns its
     descriptor."""
     import fcntl
     fd = os.memfd_create("stark-inputs", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)

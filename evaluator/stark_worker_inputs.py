@@ -110,8 +110,8 @@ class Inputs:
         if args.get("host_only"):
             return self._kb_host_gen(args)
         if args.get("delivered") is True and self.role == "cand":
-            # A timed call's inputs, which the reference's worker writes
-            # (stark_worker_delivery): no seed was sent.
+            # A timed call's inputs, which the referee copies in while this
+            # worker is stopped (stark_worker_delivery): no seed was sent.
             return self.delivered_gen()
         pool, pre = self._gen_pool(args)
         with self._in_pool(pool):
