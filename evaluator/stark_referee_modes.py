@@ -21,7 +21,17 @@ Two things are done with that:
                  never), before any candidate code runs: the two
                  workers' modes compared, and the one fewer of the
                  evaluation's readings agree with forked again until
-                 they match (env.launch_match).
+                 they match (env.launch_match).  Read on the reference's
+                 own forward, built in each worker from a public seed,
+                 where its footprint is small (mode_on_model), else on
+                 launches of one small kernel.
+
+The mode is not the CPU's, nor the buffers' places, nor the address
+layout's (setarch -R: 5.9% apart across 8 processes on an H100), and not
+the stream's alone: six streams of one process read within 1-7% of each
+other, and the slow processes were slow on all of them, so choosing a
+stream would not match two processes (scripts/probe-launch-mode,
+variants streams, noaslr and pick; docs/BENCHMARKS.md, 2026-12-06).
 """
 
 import os
@@ -38,15 +48,18 @@ LAUNCH_MODE_REPS = 5          # ... that many times in the timing phase, the med
 LAUNCH_MATCH_REPS = 7         # readings a worker at start-up, the least kept
 LAUNCH_MATCH_TOL = 0.02       # modes within this of each other match
 LAUNCH_MATCH_TRIES = 6        # workers forked again at most
+MODEL_MATCH_TOL = 0.01        # ... readings of the reference's own forward within this
+MODEL_MATCH_BYTES = 2 << 30   # read on that forward where its footprint is at most this
 
 
-def modes_match(ref_us, cand_us):
-    """Whether two workers' launch readings are of one mode: within
-    LAUNCH_MATCH_TOL of each other.  On an H200, of 25 launch-bound honest
-    copies whose workers' start-up readings were within 3%, the 15 within
-    2% read 0.996-1.008x; of the 10 at 2.3-2.6%, 3 read 0.947-0.956x
-    (docs/BENCHMARKS.md, 2026-11-29)."""
-    return ref_us > 0 and cand_us > 0 and abs(cand_us / ref_us - 1.0) <= LAUNCH_MATCH_TOL
+def modes_match(ref_us, cand_us, tol=LAUNCH_MATCH_TOL):
+    """Whether two workers' launch readings are of one mode: within tol
+    of each other.  On an H200, of 25 launch-bound honest copies whose
+    workers' small-kernel readings at start-up were within 3%, the 15
+    within 2% read 0.996-1.008x; of the 10 at 2.3-2.6%, 3 read
+    0.947-0.956x (docs/BENCHMARKS.md, 2026-11-29).  Readings of the
+    reference's own forward are matched within MODEL_MATCH_TOL."""
+    return ref_us > 0 and cand_us > 0 and abs(cand_us / ref_us - 1.0) <= tol
 
 
 def launch_match_wanted(planned):
@@ -65,6 +78,7 @@ class LaunchModes:
     launch modes."""
 
     planned_launch = None     # plan_launch_bound of the reference's PLAN
+    mode_model_error = None   # why a worker could not time the reference's forward
 
     def note_planned_launch(self, est):
         """The PLAN reply's kernel estimate: env.launch_planned, and
@@ -86,6 +100,33 @@ class LaunchModes:
                                 "timed launches") for _ in range(reps)]
         evs = [number(r.get("ev_us")) if isinstance(r, dict) else float("nan") for r in got]
         return [x for x in evs if x == x and x > 0]
+
+    def model_readings(self, w, other, reps):
+        """reps readings of worker w's launch mode on the reference's own
+        forward (TIMED_NOOP {"model"}: the least GPU time of the model
+        built there from a public seed), the other worker stopped; None
+        where the worker could not make them."""
+        with Stopped(other):
+            r = self.command(w, W.TIMED_NOOP, {"model": True, "reps": reps},
+                             "the reference's forward timed")
+        evs = [number(x) for x in r.get("model_us") or []] if isinstance(r, dict) else []
+        evs = [x for x in evs if x == x and x > 0]
+        if not evs:
+            self.mode_model_error = (r.get("model_error") if isinstance(r, dict) else None) or "no readings"
+        return evs or None
+
+    def mode_on_model(self):
+        """Whether match_modes reads the workers on the reference's own
+        forward: where its footprint is known and at most
+        MODEL_MATCH_BYTES (a launch-bound model is small), unless
+        STARK_LAUNCH_MATCH_ON=launches."""
+        if os.environ.get("STARK_LAUNCH_MATCH_ON", "") == "launches":
+            return False
+        fp = getattr(self, "fp_estimated", None)
+        if not isinstance(fp, dict):
+            return False
+        need = sum(fp.get(k, 0) for k in ("in", "out", "weights", "fwd"))
+        return 0 < need <= MODEL_MATCH_BYTES
 
     def launch_bound(self, evs):
         """Whether the reference's forward is launch-bound, by its warm-up
@@ -120,24 +161,39 @@ class LaunchModes:
         LAUNCH_MATCH_REPS, under the shared GPU lock: another evaluation's
         work can only slow a reading), and while they differ one worker
         is forked again (respawn_choice), LAUNCH_MATCH_TRIES times at
-        most.  env.launch_match says what came of it.  Returns whether it
-        was asked for."""
+        most.  Read on the reference's own forward where mode_on_model
+        (within MODEL_MATCH_TOL), since launches of one small kernel
+        foretell a model's mode only roughly: of 28 honest copies of level
+        3's launch-bound models on an H100 so matched, 32_ConvolutionalVision-
+        Transformer read 1.044x and 9_ResNet18 1.024x with their workers'
+        readings 1.3% and 0.5% apart, while 3_DeepNarrowMLP read 0.998x and
+        1.000x with them 8% apart.  env.launch_match says what came of it.
+        Returns whether it was asked for."""
         if not (self.cuda and self.ref is not None and
                 launch_match_wanted(self.planned_launch)):
             return False
         t0 = time.monotonic()
         forked = []
+        on_model = self.mode_on_model()
+        tol = MODEL_MATCH_TOL if on_model else LAUNCH_MATCH_TOL
         with self.gpu_shared("reading the workers' launch modes", "modes"):
-            ref = self.mode_readings(self.ref, self.cand, LAUNCH_MATCH_REPS)
-            cand = self.mode_readings(self.cand, self.ref, LAUNCH_MATCH_REPS)
+            read = self.model_readings if on_model else self.mode_readings
+            ref = read(self.ref, self.cand, LAUNCH_MATCH_REPS)
+            cand = read(self.cand, self.ref, LAUNCH_MATCH_REPS) if ref else None
+            if on_model and not (ref and cand):
+                # The model could not be timed in a worker: the small
+                # kernel's launches, in both.
+                on_model, tol, read = False, LAUNCH_MATCH_TOL, self.mode_readings
+                ref = read(self.ref, self.cand, LAUNCH_MATCH_REPS)
+                cand = read(self.cand, self.ref, LAUNCH_MATCH_REPS)
             seen = [min(x) for x in (ref, cand) if x]
-            while (ref and cand and not modes_match(min(ref), min(cand)) and
+            while (ref and cand and not modes_match(min(ref), min(cand), tol) and
                    len(forked) < LAUNCH_MATCH_TRIES):
-                role = respawn_choice(min(ref), min(cand), seen)
+                role = respawn_choice(min(ref), min(cand), seen, tol)
                 self.respawn(role)
                 forked.append(role)
-                again = self.mode_readings(*((self.ref, self.cand) if role == "ref" else
-                                             (self.cand, self.ref)), LAUNCH_MATCH_REPS)
+                again = read(*((self.ref, self.cand) if role == "ref" else
+                               (self.cand, self.ref)), LAUNCH_MATCH_REPS)
                 if again:
                     seen.append(min(again))
                 if role == "ref":
@@ -148,14 +204,17 @@ class LaunchModes:
             self.res["env"]["launch_match"] = "no readings"
             return True
         r, c = min(ref), min(cand)
-        self.res["env"]["launch_match"] = "%s: ref %.1f, cand %.1f us (%+.1f%%)%s; %.0f ms" % (
-            "matched" if modes_match(r, c) else "unmatched", r, c, 100.0 * (c / r - 1),
-            ", forked again: %s" % " ".join(forked) if forked else "",
+        what = "the reference's forward" if on_model else "%d launches" % LAUNCH_MODE_N
+        if not on_model and self.mode_model_error:
+            what += " (its forward: %s)" % self.mode_model_error[:120]
+        self.res["env"]["launch_match"] = "%s on %s: ref %.1f, cand %.1f us (%+.1f%%)%s; %.0f ms" % (
+            "matched" if modes_match(r, c, tol) else "unmatched", what, r, c,
+            100.0 * (c / r - 1), ", forked again: %s" % " ".join(forked) if forked else "",
             (time.monotonic() - t0) * 1e3)
         return True
 
 
-def respawn_choice(ref_us, cand_us, seen):
+def respawn_choice(ref_us, cand_us, seen, tol=LAUNCH_MATCH_TOL):
     """Which worker to fork again when the two modes differ: the one whose
     reading fewer of the evaluation's readings (`seen`, the workers forked
     before included) agree with (modes_match), so the one of the commoner
@@ -164,7 +223,7 @@ def respawn_choice(ref_us, cand_us, seen):
     Chasing the faster alone left 3 of 12 honest launch-bound copies
     unmatched after 4 forks (0.947-1.048x)."""
     def support(x):
-        return sum(1 for y in seen if modes_match(x, y))
+        return sum(1 for y in seen if modes_match(x, y, tol))
 
     sr, sc = support(ref_us), support(cand_us)
     if sr != sc:

@@ -24,6 +24,9 @@ FLUSH_L2_TIMES = 2            # an L2 flush writes this many times the L2's size
 BANDWIDTH_BYTES = 256 << 20   # buffer of the copy-rate measurement
 GATE_MAX_US = 60000           # the longest gate a CALL may ask for
 LAUNCHES_MAX = 2048           # launches a TIMED_NOOP may ask for (the launch mode)
+MODE_REPS_MAX = 32            # reference forwards a TIMED_NOOP {"model"} may time
+MODE_WARMUP = 3               # ... after that many untimed ones
+MODE_SEED = 0x5EED0DE         # the public seed of their weights and inputs
 WARM_JOIN_S = 30.0            # ... after waiting this long at most for the start-up's warm-up
 PLACEMENT_BYTES = 4 << 30    # cap on the input copies of placements (_slot)
 SCAN_CALLS = 1               # forward calls per placement in a SCAN
@@ -231,6 +234,8 @@ class GpuTiming:
         1590-1605 us: scripts/probe-launch-mode --variants=calib)."""
         if self.device.type != "cuda":
             return {}
+        if isinstance(args, dict) and args.get("model") is True:
+            return self._timed_reference(args.get("reps"))
         n = args.get("launches") if isinstance(args, dict) else None
         if type(n) is not int or not 0 < n <= LAUNCHES_MAX:
             return self._timed(lambda: None)[1]
@@ -245,6 +250,54 @@ class GpuTiming:
             for _ in range(n):
                 buf.add_(1.0)
         return self._timed(launches, gate_us=min(GATE_MAX_US, 2000 + 20 * n))[1]
+
+    def _timed_reference(self, reps):
+        """TIMED_NOOP {"model": true, "reps": n}: this worker's launch mode
+        on the problem's own reference model.  Asked for before any
+        candidate code is loaded (the referee's match_modes), and refused
+        once a model is: the reference's Model built here from a public
+        seed (MODE_SEED), on inputs of that seed, timed n times as a timed
+        call is (behind a gate, its launches back to back), then dropped.
+        A launch-bound model's time follows its process's launch mode
+        more closely than launches of one small kernel do: on an H100, two
+        level-3 models whose workers' small-kernel readings matched within
+        1.3% read 1.044x and 1.024x as honest copies.
+        {"model_us": [n readings], "host_us": the host's time to launch
+        one forward} or {"model_error": why}."""
+        if self.model is not None:
+            return {"model_error": "a model is loaded already"}
+        if type(reps) is not int or not 0 < reps <= MODE_REPS_MAX:
+            return {"model_error": "reps must be 1-%d" % MODE_REPS_MAX}
+        if self.warming is not None:
+            self.warming.join(WARM_JOIN_S)
+        model = items = None
+        try:
+            model, _ = self._construct(self.problem.Model, MODE_SEED, True)
+            items, _ = self._make_inputs({"seed": MODE_SEED}, own_seed=False)
+
+            def fwd():
+                model(*items)
+            with torch.no_grad():
+                for _ in range(MODE_WARMUP):
+                    fwd()
+                torch.cuda.synchronize(self.device)
+                t = time.perf_counter()
+                fwd()
+                host = (time.perf_counter() - t) * 1e6
+                torch.cuda.synchronize(self.device)
+                gate_us = min(GATE_MAX_US, 2000 + int(2 * host))
+                got = [self._timed(fwd, gate_us=gate_us)[1] for _ in range(reps)]
+            evs = [g["ev_us"] for g in got if g.get("gate_us")]
+            if len(evs) < len(got):
+                return {"model_error": "no gate: %s" % (self.gate_error or "?")}
+            return {"model_us": evs, "host_us": round(host, 1)}
+        except BaseException as e:
+            if not isinstance(e, Exception):
+                raise
+            return {"model_error": W.exc_text(e)[:500]}
+        finally:
+            del model, items
+            torch.cuda.empty_cache()
 
     # -- memory placements -----------------------------------------------
     def _slot(self, nbytes, slot, places=None):

@@ -42,6 +42,7 @@ MEM_BW = 4.8e12                 # bytes a second
 FLOP_RATE = 1.0e14              # flops a second
 HOST_US_PER_KERNEL = 4.0        # the host's least time to launch a kernel
 LAUNCH_BOUND_SHARE = 0.5        # launching over GPU time: launch-bound
+PLAN_LAUNCH_SHARE = 0.3         # ... by the plan's estimate (a least GPU time)
 
 OOM_TYPES = ("OutOfMemoryError", "MemoryError")
 # A second output for the repeatability check is made only where the
@@ -134,17 +135,21 @@ def plan_launch_bound(kernels, gpu_us_least):
     """Whether the reference's forward, as estimated on the meta device
     (PLAN: `kernels` operators that make a tensor, `gpu_us_least` their
     GPU time at the least), may be launch-bound: HOST_US_PER_KERNEL a
-    kernel at least LAUNCH_BOUND_SHARE of that time.  Made to err towards
+    kernel at least PLAN_LAUNCH_SHARE of that time.  Made to err towards
     yes (the GPU time under-estimated, a fast host), since a yes costs
-    start-up time and a no a launch-bound verdict's fidelity.  None where
-    the estimate is missing.  Of KernelBench's problems (torch 1.13's meta
-    kernels, no flops: scripts/kernelbench-plan), none of levels 1 and 2
-    and 22 of level 3's 50: its RNN, LSTMs and GRUs, all but two of its
-    models of 40 kernels or more, and a deep narrow MLP."""
+    start-up time and a no a launch-bound verdict's fidelity: at half,
+    level 3's 10_ResNet101 (211 kernels, 2213 us at the least by torch
+    2.11's estimate on an H100; 5.0 ms measured) was not matched, and its
+    honest copy read 1.021x and 1.023x where its workers' modes were 6%
+    and 9% apart.  None where the estimate is missing.  Of KernelBench's
+    problems (torch 1.13's meta kernels, no flops: scripts/kernelbench-plan),
+    none of levels 1 and 2 and 24 of level 3's 50: its RNN, LSTMs and
+    GRUs, all but two of its models of 40 kernels or more, a deep narrow
+    MLP, LeNet-5 and the softmax U-Net."""
     if type(kernels) is not int or kernels <= 0 or \
             not isinstance(gpu_us_least, (int, float)) or not gpu_us_least > 0:
         return None
-    return kernels * HOST_US_PER_KERNEL >= LAUNCH_BOUND_SHARE * gpu_us_least
+    return kernels * HOST_US_PER_KERNEL >= PLAN_LAUNCH_SHARE * gpu_us_least
 
 
 class _MetaFactories(torch.overrides.TorchFunctionMode

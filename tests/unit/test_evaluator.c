@@ -1121,13 +1121,15 @@ START_TEST(spin_sizing)
 		    " (504.0, 557.0, [557.0, 560.0, 504.0]), (520.0, 540.0, []))]",
 		    "['cand', 'ref', 'ref', 'ref', 'ref']");
 	/* Whether the plan's estimate says the reference may be launch-bound:
-	   4 us of launching a kernel against half its least GPU time -- the
-	   launch-bound model's 600 kernels of 2 us, one tiny kernel, yes; one
-	   64 MiB relu (28 us), no; no estimate, no answer. */
+	   4 us of launching a kernel against 0.3 of its least GPU time -- the
+	   launch-bound model's 600 kernels of 2 us, one tiny kernel, three of
+	   28 us, ResNet-101's 211 kernels of 2213 us, yes; one 64 MiB relu
+	   (28 us), three kernels of 48 us, no; no estimate, no answer. */
 	expect_eval(NULL,
 		    "[stark_worker_memory.plan_launch_bound(k, g) for k, g in ((600, 1200.0),"
-		    " (1, 2.0), (3, 28.0), (1, 28.0), (0, 5.0), (5, 0), ('5', 3.0), (5, None))]",
-		    "[True, True, False, False, None, None, None, None]");
+		    " (1, 2.0), (3, 28.0), (211, 2213.0), (1, 28.0), (3, 48.0), (0, 5.0), (5, 0),"
+		    " ('5', 3.0), (5, None))]",
+		    "[True, True, True, True, False, False, None, None, None, None]");
 	/* Matched where the plan says so; STARK_LAUNCH_MATCH=1 always, =0
 	   never. */
 	expect_eval(NULL,
@@ -1139,7 +1141,10 @@ START_TEST(spin_sizing)
 	/* The matching itself, on scripted readings: agreeing at once; the
 	   faster forked, then the one further from the readings' median;
 	   modes that never agree, given up after 6 forks; a reading missing;
-	   a plan that says not launch-bound, nothing read. */
+	   a plan that says not launch-bound, nothing read; on the reference's
+	   own forward (a footprint within MODEL_MATCH_BYTES) within 1%,
+	   forking as before; a worker that cannot time it, both read on the
+	   small kernel's launches; a footprint of 4 GiB, on the launches. */
 	expect_eval(NULL,
 		    "(lambda g: (exec('import contextlib, os\\n"
 		    "os.environ.pop(\"STARK_LAUNCH_MATCH\", None)\\n"
@@ -1152,20 +1157,37 @@ START_TEST(spin_sizing)
 		    "        return contextlib.nullcontext()\\n"
 		    "    def mode_readings(s, w, other, reps):\\n"
 		    "        return [s.seq[w].pop(0)] if s.seq[w] else []\\n"
+		    "    def model_readings(s, w, other, reps):\\n"
+		    "        v = s.mseq[w].pop(0) if s.mseq[w] else None\\n"
+		    "        if v is None:\\n"
+		    "            s.mode_model_error = \"no gate\"\\n"
+		    "        return [v] if v else None\\n"
 		    "    def respawn(s, role):\\n"
 		    "        s.forks.append(role)\\n"
-		    "def run(ref, cand, planned=True):\\n"
+		    "def run(ref, cand, planned=True, mref=(), mcand=(), fp=None):\\n"
 		    "    e = E({\"ref\": ref, \"cand\": cand}, planned)\\n"
+		    "    e.mseq = {\"ref\": list(mref), \"cand\": list(mcand)}\\n"
+		    "    if fp is not None:\\n"
+		    "        e.fp_estimated = {\"in\": fp, \"out\": fp, \"weights\": fp, \"fwd\": fp}\\n"
 		    "    asked = e.match_modes()\\n"
 		    "    return asked, e.res[\"env\"].get(\"launch_match\", \"\").split(\";\")[0], len(e.forks)\\n"
 		    "out = [run([504.0], [505.0]), run([504.0, 530.0], [560.0, 532.0]),"
-		    " run([500.0] * 9, [560.0] * 9), run([500.0], [560.0]), run([500.0], [505.0], False)]\\n', g),"
+		    " run([500.0] * 9, [560.0] * 9), run([500.0], [560.0]), run([500.0], [505.0], False),"
+		    " run([], [], True, [1000.0], [1005.0], 1 << 20),"
+		    " run([], [], True, [1000.0, 1000.0], [1015.0, 1003.0], 1 << 20),"
+		    " run([504.0], [505.0], True, [1000.0], [], 1 << 20),"
+		    " run([504.0], [505.0], True, [1000.0], [1001.0], 1 << 30)]\\n', g),"
 		    " g['out'])[1])({'stark_referee_modes': stark_referee_modes})",
-		    "[(True, 'matched: ref 504.0, cand 505.0 us (+0.2%)', 0),"
-		    " (True, 'matched: ref 530.0, cand 532.0 us (+0.4%), forked again: ref cand', 2),"
-		    " (True, 'unmatched: ref 500.0, cand 560.0 us (+12.0%), forked again:"
+		    "[(True, 'matched on 300 launches: ref 504.0, cand 505.0 us (+0.2%)', 0),"
+		    " (True, 'matched on 300 launches: ref 530.0, cand 532.0 us (+0.4%), forked again: ref cand', 2),"
+		    " (True, 'unmatched on 300 launches: ref 500.0, cand 560.0 us (+12.0%), forked again:"
 		    " ref cand ref cand ref cand', 6),"
-		    " (True, 'no readings', 1), (False, '', 0)]");
+		    " (True, 'no readings', 1), (False, '', 0),"
+		    " (True, \"matched on the reference's forward: ref 1000.0, cand 1005.0 us (+0.5%)\", 0),"
+		    " (True, \"matched on the reference's forward: ref 1000.0, cand 1003.0 us (+0.3%),"
+		    " forked again: ref cand\", 2),"
+		    " (True, 'matched on 300 launches (its forward: no gate): ref 504.0, cand 505.0 us (+0.2%)', 0),"
+		    " (True, 'matched on 300 launches: ref 504.0, cand 505.0 us (+0.2%)', 0)]");
 }
 END_TEST
 
