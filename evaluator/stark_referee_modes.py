@@ -64,13 +64,15 @@ def modes_match(ref_us, cand_us, tol=LAUNCH_MATCH_TOL):
 
 def launch_match_wanted(planned):
     """Whether the workers' launch modes are matched: STARK_LAUNCH_MATCH=1
-    always, =0 never, and by default where the plan says the reference
-    may be launch-bound (`planned`: plan_launch_bound).  Unconditional
-    matching cost every evaluation on an H200 (startup p50 1.0 -> 2.6 s
-    on level 2's problems 1-8, none launch-bound; 4.4 s at 8 evaluations a
-    GPU: docs/BENCHMARKS.md, 2026-11-29)."""
+    always, =0 never, and by default unless the plan says the reference
+    is not launch-bound (`planned`: plan_launch_bound; None, no estimate,
+    is matched: level 3's 30_SwinTransformerV2 has none on the meta
+    device and read 1.077x unmatched on an H100, its workers 8% apart).
+    Unconditional matching cost every evaluation on an H200 (startup p50
+    1.0 -> 2.6 s on level 2's problems 1-8, none launch-bound; 4.4 s at 8
+    evaluations a GPU: docs/BENCHMARKS.md, 2026-11-29)."""
     v = os.environ.get("STARK_LAUNCH_MATCH", "")
-    return v == "1" or (v != "0" and planned is True)
+    return v == "1" or (v != "0" and planned is not False)
 
 
 class LaunchModes:
@@ -90,6 +92,8 @@ class LaunchModes:
         if self.planned_launch is not None:
             self.res["env"]["launch_planned"] = "%d kernels, %.0f us of GPU work at the least%s" % (
                 k, g, ": may be launch-bound" if self.planned_launch else "")
+        else:
+            self.res["env"]["launch_planned"] = "no estimate: may be launch-bound"
 
     def mode_readings(self, w, other, reps):
         """reps readings of worker w's launch mode (us, the GPU's time for

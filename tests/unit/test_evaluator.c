@@ -1130,14 +1130,14 @@ START_TEST(spin_sizing)
 		    " (1, 2.0), (3, 28.0), (211, 2213.0), (1, 28.0), (3, 48.0), (0, 5.0), (5, 0),"
 		    " ('5', 3.0), (5, None))]",
 		    "[True, True, True, True, False, False, None, None, None, None]");
-	/* Matched where the plan says so; STARK_LAUNCH_MATCH=1 always, =0
-	   never. */
+	/* Matched unless the plan says not launch-bound (no estimate is
+	   matched); STARK_LAUNCH_MATCH=1 always, =0 never. */
 	expect_eval(NULL,
 		    "[(__import__('os').environ.__setitem__('STARK_LAUNCH_MATCH', v) if v else"
 		    " __import__('os').environ.pop('STARK_LAUNCH_MATCH', None),"
 		    " stark_referee_modes.launch_match_wanted(p))[1] for v, p in (('1', False),"
 		    " ('1', None), ('0', True), (None, True), (None, False), (None, None))]",
-		    "[True, True, False, True, False, False]");
+		    "[True, True, False, True, False, True]");
 	/* The matching itself, on scripted readings: agreeing at once; the
 	   faster forked, then the one further from the readings' median;
 	   modes that never agree, given up after 6 forks; a reading missing;
