@@ -618,6 +618,7 @@ class Timing:
         elif type(l2) is int:
             ctx = a.get("flush_context")
             where = "a context of its own" if ctx == "own" else \
+                "the reference's context" if ctx == "shared" else \
                 "the reference's context, %.200s" % ctx
             env["l2_flush"] = ("%d MiB written from %s; persisting lines reset: %.100s"
                                % (stark_worker_gpu.FLUSH_L2_TIMES * l2 >> 20, where,

@@ -247,13 +247,16 @@ class Memory:
     def mem_facts(self):
         """This worker's device memory, for the referee's plan: bytes
         allocated now and at the peak since the last reading (torch's
-        allocator), and the device's free and total bytes.  {} on CPUs."""
+        allocator), and the device's free and total bytes.  {} on CPUs.
+        The reference worker's L2 flush buffer is left out of alloc and
+        peak: it is the evaluator's, not the model's."""
         if self.device.type != "cuda":
             return {}
         try:
             free, total = torch.cuda.mem_get_info(self.device)
-            facts = {"alloc": int(torch.cuda.memory_allocated(self.device)),
-                     "peak": int(torch.cuda.max_memory_allocated(self.device)),
+            own = self.flush_buf.numel() if getattr(self, "flush_buf", None) is not None else 0
+            facts = {"alloc": int(torch.cuda.memory_allocated(self.device)) - own,
+                     "peak": int(torch.cuda.max_memory_allocated(self.device)) - own,
                      "reserved": int(torch.cuda.memory_reserved(self.device)),
                      "peak_reserved": int(torch.cuda.max_memory_reserved(self.device)),
                      "free": int(free), "total": int(total)}

@@ -1138,6 +1138,16 @@ START_TEST(spin_sizing)
 		    " stark_referee_modes.launch_match_wanted(p))[1] for v, p in (('1', False),"
 		    " ('1', None), ('0', True), (None, True), (None, False), (None, None))]",
 		    "[True, True, False, True, False, True]");
+	/* The L2 flush is written from PyTorch's context in the reference's
+	   worker unless STARK_FLUSH_CONTEXT=own asks for a context of its own
+	   (with it, the GRUs' honest copies read 1.12-1.22x on an H100). */
+	expect_eval(NULL,
+		    "[(__import__('os').environ.__setitem__('STARK_FLUSH_CONTEXT', v) if v else"
+		    " __import__('os').environ.pop('STARK_FLUSH_CONTEXT', None),"
+		    " __import__('stark_referee_workers').flush_context_wanted())[1]"
+		    " for v in (None, 'own', 'shared', 'OWN', '')] +"
+		    " [__import__('os').environ.pop('STARK_FLUSH_CONTEXT', None) and None]",
+		    "['shared', 'own', 'shared', 'shared', 'shared', None]");
 	/* The matching itself, on scripted readings: agreeing at once; the
 	   faster forked, then the one further from the readings' median;
 	   modes that never agree, given up after 6 forks; a reading missing;
