@@ -65,7 +65,9 @@ MIB = 1 << 20
 
 # Device memory that is not in the allocator's figures, per evaluation: a
 # CUDA context with PyTorch's kernels loaded in each worker, and the
-# reference worker's flush context with its buffer (twice the L2).
+# reference worker's flush buffer (twice the L2, left out of its figures)
+# with, under STARK_FLUSH_CONTEXT=own, a context of its own: the larger of
+# the two is kept, whichever the evaluation uses.
 # Measured on the H100 (CUDA 13, torch 2.11): a process's device use after
 # its first tensor is 620 MiB, and one forward of KernelBench's conv and
 # GEMM problems adds 8-64 MiB beyond the allocator's reserved bytes

@@ -612,6 +612,12 @@ class Evaluation(Workers, Builds, DataPath, InputDelivery, Comparison, GpuLock, 
                             npl, "" if "timing_scanned" not in r["env"] else
                             " kept from %s scanned" % r["env"]["timing_scanned"]),
                         r["speedup"]))
+            if self.mode_unmatched is not None:
+                gap, forks = self.mode_unmatched
+                msg += ("; the workers' launch modes stayed %.1f%% apart after %d forks (the "
+                        "candidate's worker read the reference's model %s): on a launch-bound "
+                        "model the speedup may be off by about that much" % (
+                            abs(gap), forks, "faster" if gap < 0 else "slower"))
             msg += self.baseline_message()
         return msg
 

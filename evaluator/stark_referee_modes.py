@@ -81,6 +81,7 @@ class LaunchModes:
 
     planned_launch = None     # plan_launch_bound of the reference's PLAN
     mode_model_error = None   # why a worker could not time the reference's forward
+    mode_unmatched = None     # (cand/ref - 1 in %, forks) where the modes stayed apart
 
     def note_planned_launch(self, est):
         """The PLAN reply's kernel estimate: env.launch_planned, and
@@ -208,6 +209,8 @@ class LaunchModes:
             self.res["env"]["launch_match"] = "no readings"
             return True
         r, c = min(ref), min(cand)
+        if not modes_match(r, c, tol):
+            self.mode_unmatched = (round(100.0 * (c / r - 1), 1), len(forked))
         what = "the reference's forward" if on_model else "%d launches" % LAUNCH_MODE_N
         if not on_model and self.mode_model_error:
             what += " (its forward: %s)" % self.mode_model_error[:120]

@@ -70,6 +70,11 @@ def parse_args():
     p.add_argument("--min-us", type=float, default=20.0)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--device", default="cuda:0")
+    p.add_argument("--method", choices=("auto", "do_bench", "events", "settled"), default="auto",
+                   help="auto: do_bench where triton imports, else events; events: a 2x-L2 "
+                   "flush queued right before each call (as do_bench); settled: the flush "
+                   "synchronized, then the call's launches queued behind a sleep kernel, as "
+                   "stark's timed calls are (whether the flush's write-backs slow the call)")
     return p.parse_args()
 
 
@@ -81,7 +86,7 @@ def load(path, name):
     return mod
 
 
-def make_bench(torch, dev):
+def make_bench(torch, dev, method="auto"):
     if dev.type == "cpu":       # a smoke test of this script without a GPU
         import time
 
@@ -96,14 +101,16 @@ def make_bench(torch, dev):
             ts.sort()
             return ts[len(ts) // 2]
         return bench_cpu, "host clock, median (cpu smoke test)"
-    try:
-        from triton.testing import do_bench
+    if method in ("auto", "do_bench"):
+        try:
+            from triton.testing import do_bench
 
-        def bench(fn, warmup, rep):
-            return do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
-        return bench, "triton.testing.do_bench(return_mode='median')"
-    except Exception:
-        pass
+            def bench(fn, warmup, rep):
+                return do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
+            return bench, "triton.testing.do_bench(return_mode='median')"
+        except Exception:
+            if method == "do_bench":
+                raise
     props = torch.cuda.get_device_properties(dev)
     l2 = int(getattr(props, "L2_cache_size", 0) or (50 << 20))
     flush = torch.empty(2 * l2 // 4, dtype=torch.int32, device=dev)
@@ -123,15 +130,42 @@ def make_bench(torch, dev):
             fn()
         n = max(1, int(rep / est))
         evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-        for s, e in evs:
-            flush.zero_()
-            s.record()
+        if method == "settled":
+            # The sleep kernel's length: the host's time to launch fn, twice,
+            # and 50 us, in the GPU's cycles.
+            import time
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            torch.cuda._sleep(1000000)
+            b.record()
+            torch.cuda.synchronize()
+            per_us = 1e6 / (a.elapsed_time(b) * 1e3)
+            t = time.perf_counter()
             fn()
-            e.record()
-        torch.cuda.synchronize()
+            host_us = (time.perf_counter() - t) * 1e6
+            torch.cuda.synchronize()
+            cycles = int((2 * host_us + 50) * per_us)
+            for s, e in evs:
+                flush.zero_()
+                torch.cuda.synchronize()
+                torch.cuda._sleep(cycles)
+                s.record()
+                fn()
+                e.record()
+            torch.cuda.synchronize()
+        else:
+            for s, e in evs:
+                flush.zero_()
+                s.record()
+                fn()
+                e.record()
+            torch.cuda.synchronize()
         ms = sorted(s.elapsed_time(e) for s, e in evs)
         return ms[len(ms) // 2]
-    return bench, "events + 2x L2 flush, median (triton not importable)"
+    if method == "settled":
+        return bench, "2x L2 flush synchronized, launches behind a sleep kernel, events, median"
+    return bench, "events + 2x L2 flush queued before each call, median%s" % (
+        " (triton not importable)" if method == "auto" else "")
 
 
 def tolerance(dtype, torch):
@@ -252,7 +286,7 @@ def main():
     def sync():
         if dev.type == "cuda":
             torch.cuda.synchronize()
-    bench, method = make_bench(torch, dev)
+    bench, method = make_bench(torch, dev, args.method)
     out = {"device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu", "torch": torch.__version__, "method": method,
            "tolerance": args.tolerance, "min_us": args.min_us, "results": []}
     rc = 0

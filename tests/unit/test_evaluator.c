@@ -1138,6 +1138,18 @@ START_TEST(spin_sizing)
 		    " stark_referee_modes.launch_match_wanted(p))[1] for v, p in (('1', False),"
 		    " ('1', None), ('0', True), (None, True), (None, False), (None, None))]",
 		    "[True, True, False, True, False, True]");
+	/* Modes left apart after the forks are said in a result's message, with
+	   the gap and its direction; none where they matched. */
+	expect_eval(NULL,
+		    "[(lambda ns: ('stayed 4.4% apart after 6 forks (the candidate\\'s worker read the"
+		    " reference\\'s model faster)' in __import__('stark_referee').Evaluation.timing_message(ns),"
+		    " 'launch modes' in __import__('stark_referee').Evaluation.timing_message("
+		    "__import__('types').SimpleNamespace(**dict(vars(ns), mode_unmatched=None)))))("
+		    "__import__('types').SimpleNamespace(req={'timing': True}, mode_unmatched=(-4.4, 6),"
+		    " baseline_message=lambda: '', res={'reps': 25, 'runtime_us': 567.9, 'runtime_lo_us': 560.0,"
+		    " 'runtime_hi_us': 570.0, 'ref_runtime_us': 594.3, 'ref_lo_us': 590.0, 'ref_hi_us': 600.0,"
+		    " 'speedup': 1.046, 'env': {}}))]",
+		    "[(True, False)]");
 	/* The L2 flush is written from PyTorch's context in the reference's
 	   worker unless STARK_FLUSH_CONTEXT=own asks for a context of its own
 	   (with it, the GRUs' honest copies read 1.12-1.22x on an H100). */
@@ -1180,7 +1192,8 @@ START_TEST(spin_sizing)
 		    "    if fp is not None:\\n"
 		    "        e.fp_estimated = {\"in\": fp, \"out\": fp, \"weights\": fp, \"fwd\": fp}\\n"
 		    "    asked = e.match_modes()\\n"
-		    "    return asked, e.res[\"env\"].get(\"launch_match\", \"\").split(\";\")[0], len(e.forks)\\n"
+		    "    return (asked, e.res[\"env\"].get(\"launch_match\", \"\").split(\";\")[0], len(e.forks),\\n"
+		    "            e.mode_unmatched)\\n"
 		    "out = [run([504.0], [505.0]), run([504.0, 530.0], [560.0, 532.0]),"
 		    " run([500.0] * 9, [560.0] * 9), run([500.0], [560.0]), run([500.0], [505.0], False),"
 		    " run([], [], True, [1000.0], [1005.0], 1 << 20),"
@@ -1188,16 +1201,16 @@ START_TEST(spin_sizing)
 		    " run([504.0], [505.0], True, [1000.0], [], 1 << 20),"
 		    " run([504.0], [505.0], True, [1000.0], [1001.0], 1 << 30)]\\n', g),"
 		    " g['out'])[1])({'stark_referee_modes': stark_referee_modes})",
-		    "[(True, 'matched on 300 launches: ref 504.0, cand 505.0 us (+0.2%)', 0),"
-		    " (True, 'matched on 300 launches: ref 530.0, cand 532.0 us (+0.4%), forked again: ref cand', 2),"
+		    "[(True, 'matched on 300 launches: ref 504.0, cand 505.0 us (+0.2%)', 0, None),"
+		    " (True, 'matched on 300 launches: ref 530.0, cand 532.0 us (+0.4%), forked again: ref cand', 2, None),"
 		    " (True, 'unmatched on 300 launches: ref 500.0, cand 560.0 us (+12.0%), forked again:"
-		    " ref cand ref cand ref cand', 6),"
-		    " (True, 'no readings', 1), (False, '', 0),"
-		    " (True, \"matched on the reference's forward: ref 1000.0, cand 1005.0 us (+0.5%)\", 0),"
+		    " ref cand ref cand ref cand', 6, (12.0, 6)),"
+		    " (True, 'no readings', 1, None), (False, '', 0, None),"
+		    " (True, \"matched on the reference's forward: ref 1000.0, cand 1005.0 us (+0.5%)\", 0, None),"
 		    " (True, \"matched on the reference's forward: ref 1000.0, cand 1003.0 us (+0.3%),"
-		    " forked again: ref cand\", 2),"
-		    " (True, 'matched on 300 launches (its forward: no gate): ref 504.0, cand 505.0 us (+0.2%)', 0),"
-		    " (True, 'matched on 300 launches: ref 504.0, cand 505.0 us (+0.2%)', 0)]");
+		    " forked again: ref cand\", 2, None),"
+		    " (True, 'matched on 300 launches (its forward: no gate): ref 504.0, cand 505.0 us (+0.2%)', 0, None),"
+		    " (True, 'matched on 300 launches: ref 504.0, cand 505.0 us (+0.2%)', 0, None)]");
 }
 END_TEST
 
