@@ -248,8 +248,9 @@ class Memory:
         """This worker's device memory, for the referee's plan: bytes
         allocated now and at the peak since the last reading (torch's
         allocator), and the device's free and total bytes.  {} on CPUs.
-        The reference worker's L2 flush buffer is left out of alloc and
-        peak: it is the evaluator's, not the model's."""
+        The reference worker's L2 flush buffer (a block of its own, made
+        once the model is loaded and kept) is left out of every figure: it
+        is the evaluator's, not the model's."""
         if self.device.type != "cuda":
             return {}
         try:
@@ -257,8 +258,8 @@ class Memory:
             own = self.flush_buf.numel() if getattr(self, "flush_buf", None) is not None else 0
             facts = {"alloc": int(torch.cuda.memory_allocated(self.device)) - own,
                      "peak": int(torch.cuda.max_memory_allocated(self.device)) - own,
-                     "reserved": int(torch.cuda.memory_reserved(self.device)),
-                     "peak_reserved": int(torch.cuda.max_memory_reserved(self.device)),
+                     "reserved": int(torch.cuda.memory_reserved(self.device)) - own,
+                     "peak_reserved": int(torch.cuda.max_memory_reserved(self.device)) - own,
                      "free": int(free), "total": int(total)}
             torch.cuda.reset_peak_memory_stats(self.device)
             return facts
