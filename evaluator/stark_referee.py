@@ -531,7 +531,7 @@ class Evaluation(Workers, Builds, DataPath, InputDelivery, Comparison, GpuLock, 
     def prepare_device(self):
         """Beside the candidate's loading, and like loading outside the GPU
         lock (a context and a few small kernels): the reference's worker
-        makes what the timing phase's readings need (the flush's context,
+        makes what the timing phase's readings need (the flush's buffer,
         NVML's handle; none without a timing) and, where the outputs are
         large enough for it (stark_fused.FUSED_MIN), readies the fused
         comparison, so that no hold of the GPU lock waits for them

@@ -606,7 +606,8 @@ class GpuTiming:
         With {"prepare": true}, sent once the model is loaded, outside the
         GPU lock, beside the candidate's loading: only what the timing
         phase's readings need is made, and nothing read (the flush's
-        context and buffer, NVML's handle; not with "timing": false);
+        buffer, and its context where asked; NVML's handle; not with
+        "timing": false);
         with "compare" too, the fused
         comparison is made ready (Outputs.fused_ready), and "kernel" says
         how comparisons will run.  Under
