@@ -191,7 +191,8 @@ class LaunchModes:
                 on_model, tol, read = False, LAUNCH_MATCH_TOL, self.mode_readings
                 ref = read(self.ref, self.cand, LAUNCH_MATCH_REPS)
                 cand = read(self.cand, self.ref, LAUNCH_MATCH_REPS)
-            seen = [min(x) for x in (ref, cand) if x]
+            trail = [(role, min(x)) for role, x in (("ref", ref), ("cand", cand)) if x]
+            seen = [v for _, v in trail]
             while (ref and cand and not modes_match(min(ref), min(cand), tol) and
                    len(forked) < LAUNCH_MATCH_TRIES):
                 role = respawn_choice(min(ref), min(cand), seen, tol)
@@ -201,6 +202,7 @@ class LaunchModes:
                                (self.cand, self.ref)), LAUNCH_MATCH_REPS)
                 if again:
                     seen.append(min(again))
+                    trail.append((role, min(again)))
                 if role == "ref":
                     ref = again
                 else:
@@ -211,6 +213,10 @@ class LaunchModes:
         r, c = min(ref), min(cand)
         if not modes_match(r, c, tol):
             self.mode_unmatched = (round(100.0 * (c / r - 1), 1), len(forked))
+        if forked:
+            # Each worker's reading in the order made, forks' included.
+            self.res["env"]["launch_match_seen"] = ", ".join(
+                "%s %.1f" % x for x in trail)[:300]
         what = "the reference's forward" if on_model else "%d launches" % LAUNCH_MODE_N
         if not on_model and self.mode_model_error:
             what += " (its forward: %s)" % self.mode_model_error[:120]

@@ -1193,7 +1193,7 @@ START_TEST(spin_sizing)
 		    "        e.fp_estimated = {\"in\": fp, \"out\": fp, \"weights\": fp, \"fwd\": fp}\\n"
 		    "    asked = e.match_modes()\\n"
 		    "    return (asked, e.res[\"env\"].get(\"launch_match\", \"\").split(\";\")[0], len(e.forks),\\n"
-		    "            e.mode_unmatched)\\n"
+		    "            e.mode_unmatched, e.res[\"env\"].get(\"launch_match_seen\"))\\n"
 		    "out = [run([504.0], [505.0]), run([504.0, 530.0], [560.0, 532.0]),"
 		    " run([500.0] * 9, [560.0] * 9), run([500.0], [560.0]), run([500.0], [505.0], False),"
 		    " run([], [], True, [1000.0], [1005.0], 1 << 20),"
@@ -1201,16 +1201,16 @@ START_TEST(spin_sizing)
 		    " run([504.0], [505.0], True, [1000.0], [], 1 << 20),"
 		    " run([504.0], [505.0], True, [1000.0], [1001.0], 1 << 30)]\\n', g),"
 		    " g['out'])[1])({'stark_referee_modes': stark_referee_modes})",
-		    "[(True, 'matched on 300 launches: ref 504.0, cand 505.0 us (+0.2%)', 0, None),"
-		    " (True, 'matched on 300 launches: ref 530.0, cand 532.0 us (+0.4%), forked again: ref cand', 2, None),"
+		    "[(True, 'matched on 300 launches: ref 504.0, cand 505.0 us (+0.2%)', 0, None, None),"
+		    " (True, 'matched on 300 launches: ref 530.0, cand 532.0 us (+0.4%), forked again: ref cand', 2, None, 'ref 504.0, cand 560.0, ref 530.0, cand 532.0'),"
 		    " (True, 'unmatched on 300 launches: ref 500.0, cand 560.0 us (+12.0%), forked again:"
-		    " ref cand ref cand ref cand', 6, (12.0, 6)),"
-		    " (True, 'no readings', 1, None), (False, '', 0, None),"
-		    " (True, \"matched on the reference's forward: ref 1000.0, cand 1005.0 us (+0.5%)\", 0, None),"
+		    " ref cand ref cand ref cand', 6, (12.0, 6), 'ref 500.0, cand 560.0, ref 500.0, cand 560.0, ref 500.0, cand 560.0, ref 500.0, cand 560.0'),"
+		    " (True, 'no readings', 1, None, None), (False, '', 0, None, None),"
+		    " (True, \"matched on the reference's forward: ref 1000.0, cand 1005.0 us (+0.5%)\", 0, None, None),"
 		    " (True, \"matched on the reference's forward: ref 1000.0, cand 1003.0 us (+0.3%),"
-		    " forked again: ref cand\", 2, None),"
-		    " (True, 'matched on 300 launches (its forward: no gate): ref 504.0, cand 505.0 us (+0.2%)', 0, None),"
-		    " (True, 'matched on 300 launches: ref 504.0, cand 505.0 us (+0.2%)', 0, None)]");
+		    " forked again: ref cand\", 2, None, 'ref 1000.0, cand 1015.0, ref 1000.0, cand 1003.0'),"
+		    " (True, 'matched on 300 launches (its forward: no gate): ref 504.0, cand 505.0 us (+0.2%)', 0, None, None),"
+		    " (True, 'matched on 300 launches: ref 504.0, cand 505.0 us (+0.2%)', 0, None, None)]");
 }
 END_TEST
 
