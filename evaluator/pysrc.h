@@ -26,6 +26,7 @@
 	X(worker_memory)		\
 	X(worker_inputs)		\
 	X(worker_delivery)		\
+	X(worker_ipc)			\
 	X(compiled)			\
 	X(worker)			\
 	X(referee_common)		\
@@ -39,6 +40,7 @@
 	X(referee_data)			\
 	X(referee_timing)		\
 	X(referee_delivery)		\
+	X(referee_ipc)			\
 	X(referee_checks)		\
 	X(referee_build)		\
 	X(referee_verdicts)		\

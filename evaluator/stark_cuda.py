@@ -567,3 +567,50 @@ class SharedMemory:
         lib.cuMemAddressFree(ctypes.c_ulonglong(self.ptr), ctypes.c_size_t(self.size))
         lib.cuMemRelease(self.handle)
         self.ptr, self.size = 0, 0
+
+
+# -- device memory of another process, by CUDA IPC ---------------------------
+# A timed call's delivered inputs on a GPU (stark_worker_ipc): the
+# candidate's worker exports the allocations under its input buffers
+# (legacy IPC handles: PyTorch's caching allocator takes them with
+# cudaMalloc), and the reference's worker opens them and writes the
+# inputs there.  Like the calls above, these need PyTorch's context current.
+
+IPC_HANDLE_BYTES = 64
+_IPC_LAZY_PEER = 1           # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+
+
+class _IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * IPC_HANDLE_BYTES)]
+
+
+def ipc_export(ptr):
+    """The allocation holding device address ptr: (its IPC handle's bytes,
+    ptr's offset in it, the allocation's size)."""
+    lib = _cuda()
+    base, size = ctypes.c_ulonglong(), ctypes.c_size_t()
+    _check(lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size),
+                                       ctypes.c_ulonglong(ptr)), "cuMemGetAddressRange")
+    h = _IpcHandle()
+    _check(lib.cuIpcGetMemHandle(ctypes.byref(h), base), "cuIpcGetMemHandle")
+    return bytes(h.reserved), ptr - base.value, size.value
+
+
+def ipc_open(handle):
+    """Maps another process's allocation by its IPC handle's bytes: the
+    device address it is mapped at here (ipc_close lets it go)."""
+    if len(handle) != IPC_HANDLE_BYTES:
+        raise CudaError("an IPC handle of %d bytes" % len(handle))
+    lib = _cuda()
+    h = _IpcHandle()
+    ctypes.memmove(ctypes.byref(h), handle, IPC_HANDLE_BYTES)
+    ptr = ctypes.c_ulonglong()
+    lib.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(ctypes.c_ulonglong), _IpcHandle,
+                                          ctypes.c_uint]
+    _check(lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), h, _IPC_LAZY_PEER),
+           "cuIpcOpenMemHandle")
+    return ptr.value
+
+
+def ipc_close(ptr):
+    _cuda().cuIpcCloseMemHandle(ctypes.c_ulonglong(ptr))

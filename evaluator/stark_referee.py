@@ -67,6 +67,7 @@ from stark_referee_compare import Comparison
 from stark_referee_cpus import TimingCpus
 from stark_referee_data import DataPath
 from stark_referee_delivery import InputDelivery
+from stark_referee_ipc import IpcInputs
 from stark_referee_lock import LOCK_FD, GpuLock, lock_usable, queue_allowance
 from stark_referee_memory import MemoryPlan
 from stark_referee_modes import LaunchModes
@@ -131,8 +132,8 @@ def prewarm():
     return dict(PREWARM)
 
 
-class Evaluation(Workers, Builds, DataPath, InputDelivery, Comparison, GpuLock, TimingCpus,
-                 MemoryPlan, Timing, LaunchModes, Checks, Verdicts, Baseline):
+class Evaluation(Workers, Builds, DataPath, InputDelivery, IpcInputs, Comparison, GpuLock,
+                 TimingCpus, MemoryPlan, Timing, LaunchModes, Checks, Verdicts, Baseline):
     """One evaluation: the flow is evaluate(); the parts it calls are the
     mixins' (see the module's docstring)."""
 
@@ -254,6 +255,7 @@ class Evaluation(Workers, Builds, DataPath, InputDelivery, Comparison, GpuLock, 
         t = time.monotonic()
         if self.match_modes():
             self.startup_part("modes", t)
+        self.ipc_selftest()
         self.load_models()
         stark = None
         try:

@@ -63,6 +63,9 @@ class DataPath:
             if len(specs) > W.MAX_TENSORS:
                 raise W.WireError("more than %d input tensors" % W.MAX_TENSORS)
             desc = {"items": items}
+            if w is self.cand and isinstance(d.get("ipc"), list):
+                # GEN "ipc_export" (stark_referee_ipc)
+                desc["ipc"] = d["ipc"][:W.MAX_TENSORS]
             if w is self.ref and "delivered" in d:
                 # GEN "deliver" (stark_referee_delivery)
                 desc["delivered"] = d.get("delivered") is True
@@ -71,7 +74,7 @@ class DataPath:
         return self.talk(w, what, go)
 
     def gen_inputs(self, label, what, variant=False, slot=None, extra=None, light=False,
-                   deliver=None):
+                   deliver=None, ipc=False):
         """Both workers make this call's inputs from a seed derived for it
         (in parallel: each on its own device), on memory placement `slot`
         where several are in use; the candidate's must be described
@@ -82,7 +85,8 @@ class DataPath:
         no weighted digests of large inputs, no late-write copy, no
         mutation check, no magnitudes).  deliver: None for an untimed pair;
         for a timed one, whether the candidate's inputs are delivered
-        (stark_referee_delivery).  Returns the input bytes."""
+        (stark_referee_delivery).  ipc: whether they are delivered on the
+        GPU (stark_referee_ipc).  Returns the input bytes."""
         args = {"seed": derive(self.seed, label), "sizes": {}, "variant": bool(variant)}
         if slot is not None:
             args["slot"] = slot
@@ -93,6 +97,13 @@ class DataPath:
         if "kb" in args and not args.get("from_host"):
             return self.gen_cpu_made(args, what)
         self.pair_delivered = False
+        self.pair_ipc = False
+        if ipc:
+            got = self.gen_ipc(args, what, light)
+            if got is not None:
+                self.last_timed_desc = None
+                self.pair_ipc = True
+                return got
         if deliver:
             got = self.gen_delivered(args, what, light)
             if got is not None:
@@ -517,7 +528,8 @@ class DataPath:
         deliver = self.delivery_on(timed, kind) if timed else None
         self.input_bytes = max(self.input_bytes,
                                self.gen_inputs(label, what, variant, slot, gen, light,
-                                               deliver))
+                                               deliver, self.ipc_on(timed, kind)))
+        ipc = self.pair_ipc
         # Whether this pair's inputs are delivered (gen_delivered may have
         # found that they cannot be).
         deliver = bool(deliver) and self.pair_delivered
@@ -527,10 +539,15 @@ class DataPath:
             w, other = (self.ref, self.cand) if role == "ref" else (self.cand, self.ref)
             args = None
             if timed and self.cuda:
+                fl = {"flush": bool(self.req.get("l2_flush", True))}
+                if ipc:
+                    # The inputs written into the buffers of the worker
+                    # about to be timed, then the flush; the candidate's
+                    # worker stays stopped until its clock starts.
+                    fl["deliver"] = role
+                    self.stop_wait(self.cand)
                 with Stopped(self.cand):
-                    self.command(self.ref, W.FLUSH,
-                                 {"flush": bool(self.req.get("l2_flush", True))},
-                                 "an L2 flush (%s)" % what)
+                    self.command(self.ref, W.FLUSH, fl, "an L2 flush (%s)" % what)
                 t = self.spend("flush", t)
                 args = {"gate_us": self.spin_us}
             if repeat and role == "ref":
@@ -541,6 +558,13 @@ class DataPath:
             if deliver:
                 ns[role], replies[role], raws[role] = self.delivered_call(role, what, kind,
                                                                           args)
+            elif ipc:
+                # Both workers' calls begin alike: continued from a stop as
+                # the clock starts.
+                self.stop_wait(w)
+                with Stopped(other):
+                    ns[role], replies[role], raws[role] = self.call(
+                        w, "forward (%s)" % what, kind, args, stopped_start=True)
             else:
                 with Stopped(other):
                     ns[role], replies[role], raws[role] = self.call(
@@ -550,7 +574,7 @@ class DataPath:
             if timed and self.cuda:
                 self.note_launch(role, replies[role], self.note_gate(replies[role]))
         self.note_jit(replies.get("cand"), timed and "warm-up" not in what)
-        ref_meta, ref_facts = self.fetch_ref(what, light, deliver)
+        ref_meta, ref_facts = self.fetch_ref(what, light, deliver or ipc)
         self.spend("fetch", t)
         self.output_bytes = max(self.output_bytes, sum(sp[2] for sp in ref_meta[1]))
         if variant:

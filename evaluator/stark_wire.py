@@ -87,6 +87,9 @@ DWINDOW = b"DWIN"   # the output window on the device (DeviceWindow): to the
 INWIN = b"INWN"     # an input window's descriptor (stark_worker_delivery), from
                     # the referee: JSON {"size": n, "items": [...], "part":
                     # "own" | "cand"} (the reference also maps the candidate's)
+IPC = b"IPC "       # a GPU's delivered inputs (stark_worker_ipc): to the reference
+                    # JSON {"open": [...]} or {"test": {...}}, to the candidate
+                    # {"test_make": true} or {"test_check": true}
 FETCH = b"FTCH"     # describe the last outputs; JSON {"window": n}: the
                     # candidate also writes them into the output window
 COMPARE = b"CMPR"   # reference only: JSON header; the bytes are in the window

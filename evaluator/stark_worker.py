@@ -56,6 +56,7 @@ from stark_compiled import CompiledRef
 from stark_worker_delivery import Delivery
 from stark_worker_gpu import GpuTiming
 from stark_worker_inputs import Inputs
+from stark_worker_ipc import IpcDelivery
 from stark_worker_memory import OOM_TYPES, Memory, is_oom
 from stark_worker_outputs import Outputs
 
@@ -133,7 +134,7 @@ def _exec_module(name, filename, src):
     return mod
 
 
-class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef, Delivery):
+class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef, Delivery, IpcDelivery):
     """One worker: its model, this call's inputs and outputs, and the
     command loop (serve).  The reference worker also holds the compiled
     reference where one is asked for (stark_compiled)."""
@@ -562,9 +563,9 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef, Delivery):
                 W.SCAN: 64, W.FETCH: 64, W.PUT: 64, W.COMPARE: W.HEADER_MAX, W.FLUSH: 64,
                 W.TIMED_NOOP: 64, W.DEVICE_INFO: 1 << 12, W.PING: 0, W.PSTATS: 0, W.QUIT: 0,
                 W.PROFILE: 0, W.PLAN: 1 << 12, W.COMPILE_REF: 1 << 12, W.DWINDOW: 64,
-                W.INWIN: 1 << 20}
+                W.INWIN: 1 << 20, W.IPC: 1 << 20}
         phases = {W.LOAD: "load", W.GEN: "inputs", W.COMPARE: "compare",
-                  W.FLUSH: "device", W.DEVICE_INFO: "device"}
+                  W.FLUSH: "device", W.DEVICE_INFO: "device", W.IPC: "device"}
         while True:
             kind, payload = chan.recv(caps)
             t_recv = time.perf_counter()
@@ -632,6 +633,8 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef, Delivery):
                     info, err = self.cmd_flush(args), None
                 elif kind == W.TIMED_NOOP:
                     info, err = self.cmd_timed_noop(args), None
+                elif kind == W.IPC:
+                    info, err = self.cmd_ipc(args), None
                 elif kind == W.DEVICE_INFO:
                     info, err = self.cmd_device_info(args), None
                 elif kind == W.PLAN:

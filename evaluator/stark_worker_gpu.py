@@ -562,6 +562,10 @@ class GpuTiming:
         KernelBench's published times are."""
         if self.device.type != "cuda":
             return {}
+        if args.get("deliver") in ("ref", "cand"):
+            # A delivered pair's inputs, written before the flush evicts
+            # them (stark_worker_ipc).
+            self.ipc_deliver(args["deliver"])
         try:
             self._flush_setup()
         except Exception:

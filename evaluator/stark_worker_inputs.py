@@ -85,6 +85,7 @@ class Inputs:
         self.inputs held it, as did _place's own loop -- three copies of
         the inputs at that step (tests/memory/genbuf_check.py)."""
         held, self.kb_host = self.kb_host, None
+        self.ipc_ready = False
         self.inputs = None
         self.in_bufs = []
         self.outputs = None
@@ -147,6 +148,10 @@ class Inputs:
             # (see _timed).
             torch.cuda.synchronize(self.device)
         reply = {"items": desc["items"], "bytes": nbytes, "placements": self.n_slots}
+        if args.get("ipc_export") is True and self.role == "cand":
+            reply["ipc"] = self.ipc_export_inputs()
+        if args.get("ipc_stage") is True and self.role == "ref":
+            self.ipc_stage_inputs()
         if args.get("deliver") is True and self.role == "ref":
             why = self.deliver(desc)
             reply["delivered"] = why is None

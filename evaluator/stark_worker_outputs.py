@@ -160,8 +160,9 @@ class Outputs:
             self.kept = tensors
             if args.get("inwin") is True:
                 # The candidate's delivered inputs, as its call left them
-                # (stark_worker_delivery).
-                header["facts"]["cand_mutated"] = self.window_mutated()
+                # (stark_worker_delivery; on a GPU, stark_worker_ipc).
+                header["facts"]["cand_mutated"] = (self.ipc_mutated() if self.ipc_ready
+                                                   else self.window_mutated())
             self.chan.send_json(W.OUT_HEADER, header)
             return
         self.chan.send_json(W.OUT_HEADER, header)
