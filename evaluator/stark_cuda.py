@@ -597,8 +597,10 @@ def ipc_export(ptr):
 
 
 def ipc_open(handle):
-    """Maps another process's allocation by its IPC handle's bytes: the
-    device address it is mapped at here (ipc_close lets it go)."""
+    """Maps another process's allocation by its IPC handle's bytes: (the
+    device address it is mapped at here, the mapping's size as this
+    process's driver has it -- never the exporter's word); ipc_close lets
+    it go."""
     if len(handle) != IPC_HANDLE_BYTES:
         raise CudaError("an IPC handle of %d bytes" % len(handle))
     lib = _cuda()
@@ -609,7 +611,12 @@ def ipc_open(handle):
                                           ctypes.c_uint]
     _check(lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), h, _IPC_LAZY_PEER),
            "cuIpcOpenMemHandle")
-    return ptr.value
+    base, size = ctypes.c_ulonglong(), ctypes.c_size_t()
+    rc = lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr)
+    if rc != 0 or base.value != ptr.value:
+        lib.cuIpcCloseMemHandle(ptr)
+        _check(rc or 1, "cuMemGetAddressRange of an opened IPC mapping")
+    return ptr.value, size.value
 
 
 def ipc_close(ptr):

@@ -39,6 +39,7 @@ import stark_wire as W
 from stark_worker_outputs import _same_bytes
 
 IPC_TEST_BYTES = 1 << 20
+IPC_MAPS_MAX = 512      # the candidate's allocations mapped at most (placements x inputs)
 IPC_TEST_BYTE = 0x5A
 
 
@@ -53,7 +54,7 @@ def _view(ptr, like):
 class IpcDelivery:
     """The GPU's delivered inputs: export, open, stage, deliver, check."""
 
-    ipc_maps = None      # reference: {handle bytes: address mapped here}
+    ipc_maps = None      # reference: {handle bytes: (address mapped here, its size)}
     ipc_views = None     # reference: the candidate's input buffers, mapped
     ipc_stage = None     # reference: the staging copy of this pair's inputs
     ipc_ready = False    # reference: this pair's inputs staged and mapped
@@ -95,6 +96,8 @@ class IpcDelivery:
         if self.ipc_maps is None:
             self.ipc_maps = {}
         if h not in self.ipc_maps:
+            if len(self.ipc_maps) >= IPC_MAPS_MAX:
+                raise ValueError("more than %d allocations exported" % IPC_MAPS_MAX)
             self.ipc_maps[h] = stark_cuda.ipc_open(h)
         return self.ipc_maps[h]
 
@@ -136,16 +139,19 @@ class IpcDelivery:
     def _ipc_check(self, d, like):
         """The address of an exported buffer's first byte, mapped here,
         once its description is checked against `like` (the buffer it
-        must match: bytes, within its allocation)."""
+        must match) and against the mapping's size as this process's
+        driver has it: the exporter's figures are its word, and a write
+        past the mapping would land in this worker's own memory."""
         n = like.numel() * like.element_size()
         if not (isinstance(d, dict) and isinstance(d.get("h"), str) and
                 len(d["h"]) == 2 * stark_cuda.IPC_HANDLE_BYTES and
-                all(type(d.get(k)) is int and d[k] >= 0 for k in ("off", "n", "size"))):
+                all(type(d.get(k)) is int and d[k] >= 0 for k in ("off", "n"))):
             raise ValueError("an exported buffer that is not described")
-        if d["n"] != n or d["off"] + n > d["size"]:
-            raise ValueError("an exported buffer of %d bytes at %d of %d, %d needed"
-                             % (d["n"], d["off"], d["size"], n))
-        return self._ipc_map(d["h"]) + d["off"]
+        ptr, size = self._ipc_map(d["h"])
+        if d["n"] != n or d["off"] + n > size:
+            raise ValueError("an exported buffer of %d bytes at %d of a mapping of %d, "
+                             "%d needed" % (d["n"], d["off"], size, n))
+        return ptr + d["off"]
 
     def ipc_deliver(self, to):
         """FLUSH "deliver": the staging copy into the buffers of the worker
