@@ -148,6 +148,10 @@ HOST_BASE_BYTES = 3 * 256 * MIB
 # placements of a problem moving 128 MiB (tests/gpu/problems), none more
 # for one of 6 GiB.
 PLACEMENT_BYTES = 8 * GIB
+# A GPU's delivered inputs (STARK_INPUT_DELIVERY=on, stark_referee_ipc):
+# the reference's worker holds a staging copy of a timed pair's inputs in
+# the timing phase; inputs beyond this are not delivered.
+IPC_STAGE_MAX = 1 * GIB
 
 LEDGER_MUTEX = 2
 SLOT_BASE = 64
@@ -208,7 +212,9 @@ def budget(total):
 #             the jittered one runs), and where the inputs were not copied
 #             (i > COPY_CHECK_BYTES) the inputs made again and centred (3i)
 #   timing    a call in each of the placements' pools (placement_bytes); on a
-#             GPU the generated inputs' block cached in each of them too.
+#             GPU the generated inputs' block cached in each of them too, and
+#             where inputs are delivered (STARK_INPUT_DELIVERY=on) the
+#             reference's staging copy of them (i, up to IPC_STAGE_MAX).
 #             KernelBench's trials come after it, with the placements let go
 #             first (stark_worker_gpu.drop_placements): their GENs are gens
 #   shape     the shape probe: a call at the grown sizes (its own
@@ -252,7 +258,8 @@ def f64_fits(fp):
     return 2 * fp.get("out", 0) <= F64_OUT_BYTES and 2 * fp.get("in", 0) <= F64_IN_BYTES
 
 
-def phase_bytes(ref, cand=None, places=1, shape=None, f64=True, repeat=True, gen_placed=False):
+def phase_bytes(ref, cand=None, places=1, shape=None, f64=True, repeat=True, gen_placed=False,
+                staged=False):
     """{phase: (reference worker's bytes, candidate worker's bytes)} at each
     phase's peak, before the allocator's rounding and the contexts (see the
     table above).  cand: the candidate's footprint, the reference's until
@@ -262,7 +269,9 @@ def phase_bytes(ref, cand=None, places=1, shape=None, f64=True, repeat=True, gen
     gen_placed: whether the timing phase's GENs make their tensors in the
     placement's own pool (on a GPU, stark_worker_inputs._gen_pool), where
     their block stays cached beside the buffers and is the one the call's
-    allocations take: the inputs' size beyond the forward's."""
+    allocations take: the inputs' size beyond the forward's.  staged:
+    whether the reference's worker stages a copy of the timed inputs (a
+    GPU's delivered inputs, up to IPC_STAGE_MAX)."""
     cand = cand or ref
     out = {}
     r = _parts(ref)
@@ -297,6 +306,9 @@ def phase_bytes(ref, cand=None, places=1, shape=None, f64=True, repeat=True, gen
         kr, kc = (max(r[0] - r[3], 0), max(c[0] - c[3], 0)) if gen_placed else (0, 0)
         out["timing"] = (call(r) + kr + (places - 1) * placement_bytes(ref),
                          call(c) + kc + (places - 1) * placement_bytes(cand))
+    if staged and r[0] <= IPC_STAGE_MAX:
+        t = out.get("timing", (call(r), call(c)))
+        out["timing"] = (t[0] + r[0], t[1])
     if shape:
         out["shape"] = (call(_parts(shape)), call(_parts(shape)))
     return out
@@ -322,15 +334,21 @@ def _need_of(pair, factors=(ALLOC_FACTOR, ALLOC_FACTOR)):
     return sum(int(b * f + ALLOC_SLACK) for b, f in zip(pair, factors))
 
 
-def need_by_phase(ref, cand=None, places=1, shape=None, f64=True, repeat=True, contexts=True):
+def need_by_phase(ref, cand=None, places=1, shape=None, f64=True, repeat=True, contexts=True,
+                  staged=None):
     """{phase: device bytes of the whole evaluation in that phase}: both
     workers' (phase_bytes, with the allocator's rounding) and the CUDA
     contexts (none for a host plan: contexts=False; a device plan's timing
-    phase holds the generated inputs' block in its placements' pools too)."""
+    phase holds the generated inputs' block in its placements' pools too).
+    staged: as phase_bytes; None, on a device plan where
+    $STARK_INPUT_DELIVERY=on."""
+    if staged is None:
+        staged = contexts and os.environ.get("STARK_INPUT_DELIVERY", "") == "on"
     ctx = 2 * CONTEXT_BYTES + FLUSH_CONTEXT_BYTES + device_window_bytes(ref) if contexts else 0
     factors = (factor_of(ref), factor_of(cand or ref))
     return {k: ctx + _need_of(v, factors) for k, v in
-            phase_bytes(ref, cand, places, shape, f64, repeat, gen_placed=contexts).items()}
+            phase_bytes(ref, cand, places, shape, f64, repeat, gen_placed=contexts,
+                        staged=staged).items()}
 
 
 def window_bytes(env=None, device=False):

@@ -20,10 +20,11 @@ starts (run_pair).  Inputs over IPC_MAX bytes, or whose description
 depends on the seed, are made by each worker as before.
 """
 
+import stark_memory as M
 import stark_wire as W
 from stark_referee_common import Verdict, derive
 
-IPC_MAX = 1 << 30       # inputs delivered up to this (the reference stages a copy)
+IPC_MAX = M.IPC_STAGE_MAX   # inputs delivered up to this (the reference stages a copy)
 
 
 class IpcInputs:

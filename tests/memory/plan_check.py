@@ -91,6 +91,20 @@ ok(M.need_by_phase(red)["timing"] - M.need_by_phase(red)["call"] >= 2 * (2 * GIB
 ok(M.placement_bytes(red) == int(4 * GIB * M.ALLOC_FACTOR) and
    M.placement_bytes(big) == int(12 * GIB * M.ALLOC_FACTOR),
    "each placement holds its inputs and the larger of the forward's and the inputs' block")
+# A GPU's delivered inputs: the reference's worker stages a copy of them.
+small = fp(512 * MIB, 512 * MIB)
+st = M.phase_bytes(small, gen_placed=True, staged=True)["timing"]
+un = M.phase_bytes(small, gen_placed=True)["timing"]
+ok(st[0] - un[0] == 512 * MIB and st[1] == un[1],
+   "delivered inputs: the reference's staging copy counted in its timing phase", (st, un))
+ok(M.phase_bytes(big, gen_placed=True, staged=True) == M.phase_bytes(big, gen_placed=True),
+   "inputs beyond IPC_STAGE_MAX are not delivered: no staging copy counted")
+os.environ["STARK_INPUT_DELIVERY"] = "on"
+on = M.need_by_phase(small)["timing"]
+on_host = M.need_by_phase(small, contexts=False)
+del os.environ["STARK_INPUT_DELIVERY"]
+ok(on - M.need_by_phase(small)["timing"] >= 512 * MIB and "timing" not in on_host,
+   "STARK_INPUT_DELIVERY=on counts it in a device plan, not in a host one")
 timing = M.need_by_phase(mid, places=4)["timing"]
 ok(timing - M.need_by_phase(mid)["call"] >= 3 * 2 * M.placement_bytes(mid) * M.ALLOC_FACTOR - 2,
    "placements are counted in both workers")
