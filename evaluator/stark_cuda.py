@@ -599,8 +599,8 @@ def ipc_export(ptr):
 def ipc_open(handle):
     """Maps another process's allocation by its IPC handle's bytes: (the
     device address it is mapped at here, the mapping's size as this
-    process's driver has it -- never the exporter's word); ipc_close lets
-    it go."""
+    process's driver has it -- never the exporter's word).  Mappings are
+    kept for the worker's life (stark_worker_ipc caps how many)."""
     if len(handle) != IPC_HANDLE_BYTES:
         raise CudaError("an IPC handle of %d bytes" % len(handle))
     lib = _cuda()
@@ -617,7 +617,3 @@ def ipc_open(handle):
         lib.cuIpcCloseMemHandle(ptr)
         _check(rc or 1, "cuMemGetAddressRange of an opened IPC mapping")
     return ptr.value, size.value
-
-
-def ipc_close(ptr):
-    _cuda().cuIpcCloseMemHandle(ctypes.c_ulonglong(ptr))

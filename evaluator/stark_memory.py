@@ -343,12 +343,20 @@ def need_by_phase(ref, cand=None, places=1, shape=None, f64=True, repeat=True, c
     staged: as phase_bytes; None, on a device plan where
     $STARK_INPUT_DELIVERY=on."""
     if staged is None:
-        staged = contexts and os.environ.get("STARK_INPUT_DELIVERY", "") == "on"
+        staged = contexts and input_delivery()
     ctx = 2 * CONTEXT_BYTES + FLUSH_CONTEXT_BYTES + device_window_bytes(ref) if contexts else 0
     factors = (factor_of(ref), factor_of(cand or ref))
     return {k: ctx + _need_of(v, factors) for k, v in
             phase_bytes(ref, cand, places, shape, f64, repeat, gen_placed=contexts,
                         staged=staged).items()}
+
+
+def input_delivery(env=None):
+    """Whether timed pairs deliver the candidate's inputs, on the CPU
+    through input windows (stark_worker_delivery), on a GPU through CUDA
+    IPC (stark_worker_ipc): with $STARK_INPUT_DELIVERY=on only, until what
+    it costs an honest candidate is gone (docs/METHOD.md)."""
+    return (os.environ if env is None else env).get("STARK_INPUT_DELIVERY", "") == "on"
 
 
 def window_bytes(env=None, device=False):

@@ -241,10 +241,9 @@ def window_capacity(env=None, device=False):
 
 
 def input_delivery(env=None):
-    """Whether timed pairs on the CPU deliver the candidate's inputs
-    (stark_worker_delivery): with $STARK_INPUT_DELIVERY=on only, until
-    what it costs an honest candidate is gone (docs/METHOD.md)."""
-    return (os.environ if env is None else env).get("STARK_INPUT_DELIVERY", "") == "on"
+    """Whether timed pairs deliver the candidate's inputs
+    (stark_memory.input_delivery)."""
+    return M.input_delivery(env)
 
 
 def window_on_device(env=None):
