@@ -7,6 +7,7 @@ serves no request of the reference's side.  The driver's mapping is stood
 in for by a table of (address, size) per handle, since CUDA IPC needs a
 GPU; tests/gpu/45-input-delivery.t runs the whole on one.  Prints TAP.
 Usage: python3 tests/helpers/ipc_check.py"""
+import ctypes
 import os
 import sys
 
@@ -85,6 +86,26 @@ except KeyError as e2:
     unknown = e2
 ok(unknown is not None, "a handle the driver cannot open fails, nothing mapped for it")
 ok(handle(2) not in (r.ipc_maps or {}), "... and is not kept")
+
+# The export as the candidate's side makes it, the driver stood in for:
+# the handle's 64 bytes whole, NULs included (a handle's first NUL once
+# cut it short, and every export was refused as "not described" on a GPU).
+class FakeDriver:
+    def cuMemGetAddressRange_v2(self, pbase, psize, ptr):
+        pbase._obj.value, psize._obj.value = ptr.value - 4096, 8192
+        return 0
+
+    def cuIpcGetMemHandle(self, ph, base):
+        ctypes.memmove(ctypes.addressof(ph._obj), handle(1), stark_cuda.IPC_HANDLE_BYTES)
+        return 0
+
+
+real_cuda, stark_cuda._cuda = stark_cuda._cuda, FakeDriver
+hb, off, size = stark_cuda.ipc_export(0x7f0000001000)
+stark_cuda._cuda = real_cuda
+ok(hb == handle(1) and (off, size) == (4096, 8192) and
+   r._ipc_check(dict(d, h=hb.hex(), off=off), like) == 0x7f0000000000 + 4096,
+   "an export's handle keeps its NULs and is accepted", hb.hex())
 
 # Each allocation is mapped once, and at most IPC_MAPS_MAX of them.
 r = Ref()
