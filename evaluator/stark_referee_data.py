@@ -542,10 +542,16 @@ class DataPath:
                 fl = {"flush": bool(self.req.get("l2_flush", True))}
                 if ipc:
                     # The inputs written into the buffers of the worker
-                    # about to be timed, then the flush; the candidate's
-                    # worker stays stopped until its clock starts.
+                    # about to be timed, then the flush; a candidate's
+                    # worker about to be timed stays stopped until its
+                    # clock starts.  (Before the reference's call it is
+                    # stopped only inside the blocks below, as without
+                    # delivery: stopped here, it stayed stopped after a
+                    # reference timed second, and the pair's fetch waited
+                    # on it until the deadline.)
                     fl["deliver"] = role
-                    self.stop_wait(self.cand)
+                    if role == "cand":
+                        self.stop_wait(self.cand)
                 with Stopped(self.cand):
                     self.command(self.ref, W.FLUSH, fl, "an L2 flush (%s)" % what)
                 t = self.spend("flush", t)

@@ -1,0 +1,149 @@
+"""A timed pair's stops and continues on a GPU with delivered inputs
+(evaluator/stark_referee_data.py run_pair, STARK_INPUT_DELIVERY=on): the
+worker not being timed is stopped through the other's call; the
+candidate's worker stays stopped from the moment its inputs are written
+until its clock starts; and once the pair's calls are made both workers
+run again, whichever was timed first (a candidate left stopped after a
+reference timed second once made the pair's fetch wait until the
+deadline on an H100).  The workers' I/O is stood in for by a log: this
+checks the referee's sequence, tests/gpu/45-input-delivery.t the whole on
+a GPU.  Prints TAP.  Usage: python3 tests/helpers/pair_stops.py"""
+import os
+import sys
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "evaluator"))
+
+# The referee's C module is the evaluator's own: what run_pair needs of it
+# is nothing.
+sys.modules["_stark"] = types.SimpleNamespace(limits=lambda: {})
+from stark_referee_data import DataPath  # noqa: E402
+
+n_ok = 0
+failed = 0
+
+
+def ok(cond, what, detail=""):
+    global n_ok, failed
+    n_ok += 1
+    if cond:
+        print("ok %d - %s" % (n_ok, what))
+    else:
+        failed += 1
+        print("not ok %d - %s" % (n_ok, what))
+        if detail != "":
+            print("#   %s" % str(detail)[:600])
+
+
+class FakeWorker:
+    def __init__(self, role, log):
+        self.role, self.log, self.stopped = role, log, False
+
+    def stop(self):
+        if not self.stopped:
+            self.log.append(("stop", self.role))
+            self.stopped = True
+
+    def cont(self):
+        if self.stopped:
+            self.log.append(("cont", self.role))
+            self.stopped = False
+
+
+class Pair(DataPath):
+    """run_pair's own sequence; every exchange with a worker logged with
+    which workers were stopped at that moment."""
+
+    def __init__(self):
+        self.log = []
+        self.ref = FakeWorker("ref", self.log)
+        self.cand = FakeWorker("cand", self.log)
+        self.cuda = True
+        self.req = {"l2_flush": True}
+        self.spin_us = 0
+        self.plain_mag = [1.0]
+        self.ref_full_fetches = 0
+        self.input_bytes = self.output_bytes = 0
+        self.pair_max_s = 0.0
+
+    def stopped(self):
+        return tuple(w.role for w in (self.ref, self.cand) if w.stopped)
+
+    def delivery_on(self, timed, kind):
+        return False
+
+    def ipc_on(self, timed, kind):
+        return True
+
+    def gen_inputs(self, *a):
+        self.pair_ipc, self.pair_delivered = True, False
+        return 0
+
+    def stop_wait(self, w):
+        w.stop()
+
+    def command(self, w, kind, args, what):
+        self.log.append(("command", w.role, (args or {}).get("deliver"), self.stopped()))
+        return {}
+
+    def call(self, w, what, kind, args, net=False, stopped_start=False, pre_rt=0):
+        self.log.append(("clock", w.role, self.stopped()))
+        if stopped_start:
+            w.cont()
+        self.log.append(("call", w.role, self.stopped()))
+        return 1, {}, 1
+
+    def spend(self, name, t):
+        return t
+
+    def note_mem(self, *a):
+        pass
+
+    def note_launch(self, *a):
+        pass
+
+    def note_gate(self, *a):
+        return None
+
+    def note_jit(self, *a):
+        pass
+
+    def fetch_ref(self, what, light=False, inwin=False):
+        self.log.append(("fetch", self.stopped()))
+        return (None, [(None, None, 0)], None), {"mag": [1.0]}
+
+    def tolerances(self, ref_meta, mag=None):
+        return None
+
+    def fetch_compare(self, *a, **k):
+        return []
+
+    def compare(self, *a, **k):
+        return None
+
+
+for order in (("ref", "cand"), ("cand", "ref")):
+    p = Pair()
+    p.run_pair("timed-0", "a timed call", order=order, timed=True)
+    log = p.log
+    name = "timed %s first" % order[0]
+    calls = [e for e in log if e[0] == "call"]
+    ok(len(calls) == 2 and all(e[2] == (("cand",) if e[1] == "ref" else ("ref",))
+                               for e in calls),
+       "%s: each worker's call made with the other stopped" % name, log)
+    deliver = [i for i, e in enumerate(log) if e[0] == "command" and e[2] == "cand"]
+    clock = [i for i, e in enumerate(log) if e[0] == "clock" and e[1] == "cand"]
+    ok(len(deliver) == 1 and len(clock) == 1 and "cand" in log[deliver[0]][3] and
+       "cand" in log[clock[0]][2] and
+       ("cont", "cand") not in log[deliver[0]:clock[0]],
+       "%s: the candidate stopped from its inputs' writing until its clock starts" % name,
+       log)
+    d_ref = [e for e in log if e[0] == "command" and e[2] == "ref"]
+    ok(len(d_ref) == 1 and "cand" in d_ref[0][3],
+       "%s: the candidate stopped while the reference's inputs are written" % name, log)
+    fetch = [e for e in log if e[0] == "fetch"]
+    ok(len(fetch) == 1 and fetch[0][1] == () and p.stopped() == (),
+       "%s: both workers running once the calls are made" % name, log)
+print("1..%d" % n_ok)
+sys.exit(1 if failed else 0)
