@@ -13,26 +13,14 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "evaluator"))
+sys.path.insert(0, os.path.join(HERE, "..", "memory"))
+
+from tap import done, ok  # noqa: E402
 
 import torch  # noqa: E402
 
 import stark_cuda  # noqa: E402
 import stark_worker_ipc as I  # noqa: E402
-
-n_ok = 0
-failed = 0
-
-
-def ok(cond, what, detail=""):
-    global n_ok, failed
-    n_ok += 1
-    if cond:
-        print("ok %d - %s" % (n_ok, what))
-    else:
-        failed += 1
-        print("not ok %d - %s" % (n_ok, what))
-        if detail != "":
-            print("#   %s" % str(detail)[:400])
 
 
 def raises(fn, *args):
@@ -141,5 +129,4 @@ cpu = Ref()
 cpu.device = torch.device("cpu")
 e = raises(cpu.cmd_ipc, {"test_make": True})
 ok(e is not None and "without a GPU" in e, "a worker on the CPU refuses IPC", e)
-print("1..%d" % n_ok)
-sys.exit(1 if failed else 0)
+sys.exit(done())

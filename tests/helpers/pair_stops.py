@@ -14,26 +14,14 @@ import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "evaluator"))
+sys.path.insert(0, os.path.join(HERE, "..", "memory"))
+
+from tap import done, ok  # noqa: E402
 
 # The referee's C module is the evaluator's own: what run_pair needs of it
 # is nothing.
 sys.modules["_stark"] = types.SimpleNamespace(limits=lambda: {})
 from stark_referee_data import DataPath  # noqa: E402
-
-n_ok = 0
-failed = 0
-
-
-def ok(cond, what, detail=""):
-    global n_ok, failed
-    n_ok += 1
-    if cond:
-        print("ok %d - %s" % (n_ok, what))
-    else:
-        failed += 1
-        print("not ok %d - %s" % (n_ok, what))
-        if detail != "":
-            print("#   %s" % str(detail)[:600])
 
 
 class FakeWorker:
@@ -145,5 +133,4 @@ for order in (("ref", "cand"), ("cand", "ref")):
     fetch = [e for e in log if e[0] == "fetch"]
     ok(len(fetch) == 1 and fetch[0][1] == () and p.stopped() == (),
        "%s: both workers running once the calls are made" % name, log)
-print("1..%d" % n_ok)
-sys.exit(1 if failed else 0)
+sys.exit(done())
