@@ -5,7 +5,8 @@ candidate's worker stays stopped from the moment its inputs are written
 until its clock starts; and once the pair's calls are made both workers
 run again, whichever was timed first (a candidate left stopped after a
 reference timed second once made the pair's fetch wait until the
-deadline on an H100).  The workers' I/O is stood in for by a log: this
+deadline on an H100; such a wait is now the evaluator's error, never the
+candidate's timeout).  The workers' I/O is stood in for by a log: this
 checks the referee's sequence, tests/gpu/45-input-delivery.t the whole on
 a GPU.  Prints TAP.  Usage: python3 tests/helpers/pair_stops.py"""
 import os
@@ -21,12 +22,17 @@ from tap import done, ok  # noqa: E402
 # The referee's C module is the evaluator's own: what run_pair needs of it
 # is nothing.
 sys.modules["_stark"] = types.SimpleNamespace(limits=lambda: {})
+import stark_wire as W  # noqa: E402
 from stark_referee_data import DataPath  # noqa: E402
+from stark_referee_workers import Workers  # noqa: E402
 
 
 class FakeWorker:
     def __init__(self, role, log):
         self.role, self.log, self.stopped = role, log, False
+
+    def kill(self):
+        self.log.append(("kill", self.role))
 
     def stop(self):
         if not self.stopped:
@@ -133,4 +139,23 @@ for order in (("ref", "cand"), ("cand", "ref")):
     fetch = [e for e in log if e[0] == "fetch"]
     ok(len(fetch) == 1 and fetch[0][1] == () and p.stopped() == (),
        "%s: both workers running once the calls are made" % name, log)
+
+# A wait on a worker the referee holds stopped is the evaluator's fault:
+# an error of its own, never the candidate's timeout.
+class Blame(Workers):
+    wall_s = 300.0
+
+
+for stopped in (True, False):
+    w = FakeWorker("cand", [])
+    w.stopped = stopped
+    v = Blame().failed(w, W.WorkerTimeout(), "the pair's fetch")
+    if stopped:
+        ok(v.status == "error" and v.ours and "held that worker stopped" in v.message,
+           "a wait on the candidate's worker held stopped: the evaluator's error",
+           v.status, v.message)
+    else:
+        ok(v.status == "timeout" and not v.ours,
+           "a wait on the candidate's worker running: the candidate's timeout",
+           v.status, v.message)
 sys.exit(done())
