@@ -578,6 +578,16 @@ START_TEST(compare_exact_rules)
 		    " torch.tensor([float('nan')], dtype=torch.float64),"
 		    " torch.tensor([1.0, 2.0], dtype=torch.float64))]",
 		    "[['error'], ['error'], ['error']]");
+	/* A reference 1.2% of the magnitude off its float64 run: rounding
+	   in bfloat16 (under 2 of its epsilons), so the recheck is made;
+	   not in float32, where the float64 run is taken for another
+	   computation. */
+	expect_eval(NULL,
+		    "[(lambda r: ('ref_err' in r, 'error' in r))(stark_tensors.compare_exact("
+		    "w, w, torch.tensor([5.25, 1.0], dtype=torch.float64), 1e-2, 1e-2, 4.0))"
+		    " for w in (torch.tensor([5.3125, 1.0], dtype=torch.bfloat16),"
+		    " torch.tensor([5.3125, 1.0]))]",
+		    "[(True, False), (False, True)]");
 }
 END_TEST
 
