@@ -593,13 +593,9 @@ def ipc_export(ptr):
                                        ctypes.c_ulonglong(ptr)), "cuMemGetAddressRange")
     h = _IpcHandle()
     _check(lib.cuIpcGetMemHandle(ctypes.byref(h), base), "cuIpcGetMemHandle")
-    return ipc_handle_bytes(h), ptr - base.value, size.value
-
-
-def ipc_handle_bytes(h):
-    """An IPC handle's 64 bytes, whole: the structure's buffer, since a
-    c_char array read as a field stops at its first NUL."""
-    return bytes(h)
+    # The structure's buffer, all 64 bytes: a c_char array read as a field
+    # stops at its first NUL.
+    return bytes(h), ptr - base.value, size.value
 
 
 def ipc_open(handle):

@@ -329,16 +329,16 @@ class Workers:
         if isinstance(exc, Verdict):
             return exc
         cand = w.role == "cand"
-        if isinstance(exc, W.WorkerTimeout) and w.stopped:
-            # Waited on a worker the referee itself held stopped: no reply
-            # could come, and the fault is the evaluator's, never the
-            # candidate's.
-            w.kill()
-            return Verdict("error", "the referee waited for the %s worker during %s while "
-                           "it held that worker stopped (a fault of the evaluator's)"
-                           % ("candidate's" if cand else "reference's", what), ours=True)
         if isinstance(exc, W.WorkerTimeout):
             w.kill()
+            if w.stopped:
+                # Waited on a worker the referee itself held stopped: no
+                # reply could come, and the fault is the evaluator's, never
+                # the candidate's.
+                return Verdict("error", "the referee waited for the %s worker during %s "
+                               "while it held that worker stopped (a fault of the "
+                               "evaluator's)" % ("candidate's" if cand else "reference's",
+                                                 what), ours=True)
             if cand:
                 return Verdict("timeout", "the candidate did not finish %s within the "
                                "evaluation's wall-clock budget of %.0f s; its worker "
