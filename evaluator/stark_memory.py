@@ -148,7 +148,7 @@ HOST_BASE_BYTES = 3 * 256 * MIB
 # placements of a problem moving 128 MiB (tests/gpu/problems), none more
 # for one of 6 GiB.
 PLACEMENT_BYTES = 8 * GIB
-# A GPU's delivered inputs (STARK_INPUT_DELIVERY=on, stark_referee_ipc):
+# A GPU's delivered inputs (the default there, stark_referee_ipc):
 # the reference's worker holds a staging copy of a timed pair's inputs in
 # the timing phase; inputs beyond this are not delivered.
 IPC_STAGE_MAX = 1 * GIB
@@ -213,7 +213,7 @@ def budget(total):
 #             (i > COPY_CHECK_BYTES) the inputs made again and centred (3i)
 #   timing    a call in each of the placements' pools (placement_bytes); on a
 #             GPU the generated inputs' block cached in each of them too, and
-#             where inputs are delivered (STARK_INPUT_DELIVERY=on) the
+#             where inputs are delivered (a GPU's default) the
 #             reference's staging copy of them (i, up to IPC_STAGE_MAX).
 #             KernelBench's trials come after it, with the placements let go
 #             first (stark_worker_gpu.drop_placements): their GENs are gens
@@ -340,10 +340,10 @@ def need_by_phase(ref, cand=None, places=1, shape=None, f64=True, repeat=True, c
     workers' (phase_bytes, with the allocator's rounding) and the CUDA
     contexts (none for a host plan: contexts=False; a device plan's timing
     phase holds the generated inputs' block in its placements' pools too).
-    staged: as phase_bytes; None, on a device plan where
-    $STARK_INPUT_DELIVERY=on."""
+    staged: as phase_bytes; None, on a device plan where inputs are
+    delivered (input_delivery)."""
     if staged is None:
-        staged = contexts and input_delivery()
+        staged = contexts and input_delivery(device=True)
     ctx = 2 * CONTEXT_BYTES + FLUSH_CONTEXT_BYTES + device_window_bytes(ref) if contexts else 0
     factors = (factor_of(ref), factor_of(cand or ref))
     return {k: ctx + _need_of(v, factors) for k, v in
@@ -351,12 +351,16 @@ def need_by_phase(ref, cand=None, places=1, shape=None, f64=True, repeat=True, c
                         staged=staged).items()}
 
 
-def input_delivery(env=None):
+def input_delivery(env=None, device=False):
     """Whether timed pairs deliver the candidate's inputs, on the CPU
     through input windows (stark_worker_delivery), on a GPU through CUDA
-    IPC (stark_worker_ipc): with $STARK_INPUT_DELIVERY=on only, until what
-    it costs an honest candidate is gone (docs/METHOD.md)."""
-    return (os.environ if env is None else env).get("STARK_INPUT_DELIVERY", "") == "on"
+    IPC (stark_worker_ipc): $STARK_INPUT_DELIVERY=on or off where it is
+    set; else on a GPU only (on the CPU it still moves small honest
+    kernels: docs/METHOD.md)."""
+    value = (os.environ if env is None else env).get("STARK_INPUT_DELIVERY", "")
+    if value in ("on", "off"):
+        return value == "on"
+    return device
 
 
 def window_bytes(env=None, device=False):

@@ -1,12 +1,15 @@
 """stark_referee_ipc -- the referee's side of a GPU's delivered inputs:
-with STARK_INPUT_DELIVERY=on, a timed pair's inputs reach the
-candidate's worker only while it is stopped, written by the reference's
-worker through CUDA IPC (stark_worker_ipc says why and how).
+by default (STARK_INPUT_DELIVERY=off keeps the old way), a timed pair's
+inputs reach the candidate's worker only while it is stopped, written by
+the reference's worker through CUDA IPC (stark_worker_ipc says why and
+how).
 
 Before any candidate code runs (after the launch modes are matched),
 ipc_selftest has the candidate's worker export a buffer and the
 reference's write it: where that fails, this environment cannot deliver
-(env inputs_delivered says why) and timing goes on as before.  Once it
+(env inputs_delivered says why) and timing goes on as before, unless it
+ran out of device memory beside other evaluations: then it is judged
+again alone (ipc_selftest_oom).  Once it
 has worked, a candidate's worker whose buffers cannot be opened or
 written is rejected: it is its process that broke what worked.
 
@@ -47,7 +50,7 @@ class IpcInputs:
     def ipc_selftest(self):
         """Whether this environment can deliver a GPU's inputs, tried
         between the two clean workers (no candidate code has run)."""
-        if not (self.cuda and self.req["timing"] and W.input_delivery()):
+        if not (self.cuda and self.req["timing"] and W.input_delivery(device=True)):
             return
         what = "the delivery's self-test"
         ok, got = self._ipc_ask(self.cand, {"test_make": True}, what)
@@ -59,8 +62,27 @@ class IpcInputs:
                 ok, got = False, "the bytes written did not arrive"
         self.ipc_state = "on" if ok else "off"
         if not ok:
+            self.ipc_selftest_oom(got)
             self.res["env"]["inputs_delivered"] = ("no: CUDA IPC between the workers failed "
                                                    "before the candidate loaded (%.200s)" % got)
+
+    def ipc_selftest_oom(self, got):
+        """A self-test that ran out of device memory beside other
+        evaluations is the evaluator's failure, judged again alone
+        (stark_referee._again_alone), not a reason to time without
+        delivery: else another evaluation's memory would choose that for
+        this one (on an H100, level 3's 32_ConvolutionalVisionTransformer,
+        4 in flight).  Alone, or with none beside it, the old way stands."""
+        if "out of memory" not in str(got).lower() or self.ledger is None or \
+                self.req.get("mem_alone"):
+            return
+        held, _, n = self.ledger.others()
+        if n == 0:
+            return
+        self.mem_retry = ("the delivery's self-test ran out of device memory beside %d other "
+                          "evaluations reserving %s" % (n, M.fmt_bytes(held)))
+        raise Verdict("error", "%s (the evaluator's limit, not the candidate's doing): %.200s"
+                      % (self.mem_retry, got), ours=True)
 
     def ipc_on(self, timed, kind):
         return bool(timed and kind is None and self.cuda and self.ipc_state == "on")

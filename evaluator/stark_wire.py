@@ -240,10 +240,10 @@ def window_capacity(env=None, device=False):
     return M.window_bytes(env, device)
 
 
-def input_delivery(env=None):
+def input_delivery(env=None, device=False):
     """Whether timed pairs deliver the candidate's inputs
     (stark_memory.input_delivery)."""
-    return M.input_delivery(env)
+    return M.input_delivery(env, device)
 
 
 def window_on_device(env=None):

@@ -5,8 +5,8 @@ The GPU form of stark_worker_delivery (which says why).  A worker that
 makes its own inputs holds them before its timed call: a candidate that
 wraps its worker's GEN could run the model there, untimed, and return
 that result from the call (2,112x "correct" on KernelBench's square
-matmul on an H200).  With STARK_INPUT_DELIVERY=on on a GPU, each timed
-pair goes so:
+matmul on an H200).  On a GPU, by default (STARK_INPUT_DELIVERY=off
+keeps the old way), each timed pair goes so:
 
 - the candidate's worker makes its inputs as always -- in its memory
   placement, in the same buffers as before -- but from a decoy seed of

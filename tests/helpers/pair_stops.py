@@ -8,7 +8,11 @@ reference timed second once made the pair's fetch wait until the
 deadline on an H100; such a wait is now the evaluator's error, never the
 candidate's timeout).  The workers' I/O is stood in for by a log: this
 checks the referee's sequence, tests/gpu/45-input-delivery.t the whole on
-a GPU.  Prints TAP.  Usage: python3 tests/helpers/pair_stops.py"""
+a GPU.  Also the delivery's self-test (stark_referee_ipc.ipc_selftest):
+on by default on a GPU, and where it runs out of device memory beside
+other evaluations, the evaluator's error, judged again alone, not a
+silent fallback to undelivered inputs.  Prints TAP.
+Usage: python3 tests/helpers/pair_stops.py"""
 import os
 import sys
 import types
@@ -23,7 +27,9 @@ from tap import done, ok  # noqa: E402
 # is nothing.
 sys.modules["_stark"] = types.SimpleNamespace(limits=lambda: {})
 import stark_wire as W  # noqa: E402
+from stark_referee_common import Verdict  # noqa: E402
 from stark_referee_data import DataPath  # noqa: E402
+from stark_referee_ipc import IpcInputs  # noqa: E402
 from stark_referee_workers import Workers  # noqa: E402
 
 
@@ -158,4 +164,58 @@ for stopped in (True, False):
         ok(v.status == "timeout" and not v.ours,
            "a wait on the candidate's worker running: the candidate's timeout",
            v.status, v.message)
+
+
+# The delivery's self-test, its replies stood in for.
+OOM = (False, "AcceleratorError: CUDA error: out of memory")
+
+
+class SelfTest(IpcInputs):
+    def __init__(self, replies, others, alone=False):
+        self.cuda, self.cand, self.ref = True, "cand", "ref"
+        self.req = {"timing": True, "mem_alone": alone}
+        self.res = {"env": {}}
+        self.mem_retry = None
+        self.asked = []
+        self.replies = list(replies)
+        self.ledger = None if others is None else types.SimpleNamespace(
+            others=lambda: (3 << 30, 0, others))
+
+    def _ipc_ask(self, w, args, what):
+        self.asked.append(w)
+        return self.replies.pop(0)
+
+
+def selftest(replies, others, alone=False):
+    t = SelfTest(replies, others, alone)
+    try:
+        t.ipc_selftest()
+    except Verdict as v:
+        return t, v
+    return t, None
+
+
+os.environ.pop("STARK_INPUT_DELIVERY", None)
+t, v = selftest([(True, {"h": ""}), (True, {}), (True, {"ok": True})], 0)
+ok(v is None and t.ipc_state == "on" and t.asked == ["cand", "ref", "cand"],
+   "delivery unset: a GPU's self-test runs, and on", t.ipc_state, t.asked)
+t, v = selftest([OOM], 3)
+ok(v is not None and v.status == "error" and v.ours and "beside 3 other" in v.message and
+   t.mem_retry and "3.00 GiB" in t.mem_retry,
+   "the self-test out of device memory beside 3 others: the evaluator's error, "
+   "judged again alone", v and v.message, t.mem_retry)
+for what, replies, others, alone in (("with no other evaluation", [OOM], 0, False),
+                                     ("judged alone already", [OOM], 3, True),
+                                     ("a failure other than memory", [(False, "x: no IPC")],
+                                      3, False)):
+    t, v = selftest(replies, others, alone)
+    ok(v is None and t.ipc_state == "off" and
+       t.res["env"]["inputs_delivered"].startswith("no: CUDA IPC") and t.mem_retry is None,
+       "the self-test failed %s: timed without delivery, and says so" % what,
+       v and v.message, t.res["env"])
+os.environ["STARK_INPUT_DELIVERY"] = "off"
+t, v = selftest([], 3)
+ok(v is None and t.ipc_state is None and t.asked == [],
+   "STARK_INPUT_DELIVERY=off: no self-test, no delivery", t.ipc_state)
+del os.environ["STARK_INPUT_DELIVERY"]
 sys.exit(done())

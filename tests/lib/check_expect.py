@@ -50,6 +50,8 @@ EXPECT lines: CANDIDATE STATUSES FLAG [KEY=VALUE ...]   ("#" starts a comment)
                      listed by scripts/run-tests, not counted as passed or
                      failed); once it passes, the TAP line says so and the
                      marker should go
+  todo_cpu=REASON    as todo, on the CPU only: a defense the GPU has by
+                     default (the row must pass there)
   In REASONs "_" stands for a space.
 """
 import json
@@ -62,7 +64,7 @@ import time
 
 EVAL_TIMEOUT_S = 900
 BOUND_KEYS = ("max_speedup", "min_runtime_us", "same_speed_as", "not_faster_than")
-KEYS = set(BOUND_KEYS) | {"waived_by", "cpu_only", "todo", "no_timing"}
+KEYS = set(BOUND_KEYS) | {"waived_by", "cpu_only", "todo", "todo_cpu", "no_timing"}
 
 
 class Row:
@@ -323,7 +325,7 @@ def main():
     runner.prefetch(todo_rows)
     for n, (row, by_cand) in enumerate(plan, 1):
         name = row.path if len(expects) > 1 else row.cand
-        todo = row.opts.get("todo")
+        todo = row.opts.get("todo") or (row.opts.get("todo_cpu") if device == "cpu" else None)
         directive = " # TODO %s" % todo.replace("_", " ") if todo else ""
         if "cpu_only" in row.opts and device != "cpu":
             print("ok %d - %s # SKIP cpu only: %s" % (n, name, row.opts["cpu_only"].replace("_", " ")))

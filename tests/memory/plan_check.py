@@ -102,9 +102,17 @@ ok(M.phase_bytes(big, gen_placed=True, staged=True) == M.phase_bytes(big, gen_pl
 os.environ["STARK_INPUT_DELIVERY"] = "on"
 on = M.need_by_phase(small)["timing"]
 on_host = M.need_by_phase(small, contexts=False)
+os.environ["STARK_INPUT_DELIVERY"] = "off"
+off = M.need_by_phase(small)["timing"]
 del os.environ["STARK_INPUT_DELIVERY"]
-ok(on - M.need_by_phase(small)["timing"] >= 512 * MIB and "timing" not in on_host,
+default = M.need_by_phase(small)["timing"]
+ok(on - off >= 512 * MIB and "timing" not in on_host,
    "STARK_INPUT_DELIVERY=on counts it in a device plan, not in a host one")
+ok(default == on and M.input_delivery({}, device=True) and not M.input_delivery({})
+   and not M.input_delivery({"STARK_INPUT_DELIVERY": "off"}, device=True)
+   and M.input_delivery({"STARK_INPUT_DELIVERY": "on"}),
+   "delivery unset: on for a GPU (its plan counts the staging copy), off on the CPU; "
+   "on and off as set", (default, on, off))
 timing = M.need_by_phase(mid, places=4)["timing"]
 ok(timing - M.need_by_phase(mid)["call"] >= 3 * 2 * M.placement_bytes(mid) * M.ALLOC_FACTOR - 2,
    "placements are counted in both workers")
