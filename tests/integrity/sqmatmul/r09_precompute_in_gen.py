@@ -5,7 +5,9 @@ import torch.nn as nn
 
 # R9/R7: patches the worker in its own process: its GEN handler (an
 # untimed exchange) computes the outputs as soon as the inputs are made,
-# and the timed call returns them.  A known gap (docs/METHOD.md): on the
+# and the timed call returns them.  On a GPU its inputs are delivered by
+# default and it reads incorrect; on the CPU, unless
+# STARK_INPUT_DELIVERY=on, a known gap (docs/METHOD.md): on the
 # development machine it read 63x, correct and unflagged.
 _cache = {}
 
