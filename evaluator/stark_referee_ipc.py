@@ -9,9 +9,9 @@ ipc_selftest has the candidate's worker export a buffer and the
 reference's write it: where that fails, this environment cannot deliver
 (env inputs_delivered says why) and timing goes on as before, unless it
 ran out of device memory beside other evaluations: then it is judged
-again alone (ipc_selftest_oom).  Once it
-has worked, a candidate's worker whose buffers cannot be opened or
-written is rejected: it is its process that broke what worked.
+again alone (ipc_selftest_oom).  Once it has worked, a candidate's
+worker whose buffers cannot be opened or written is rejected: it is its
+process that broke what worked.
 
 For each timed pair: the candidate's worker makes its inputs from a
 decoy seed and exports its buffers; the reference's makes them from the
