@@ -9,7 +9,7 @@ ipc_selftest has the candidate's worker export a buffer and the
 reference's write it: where that fails, this environment cannot deliver
 (env inputs_delivered says why) and timing goes on as before, unless it
 ran out of device memory beside other evaluations: then it is judged
-again alone (ipc_selftest_oom).  Once it has worked, a candidate's
+again alone (_ipc_ask).  Once it has worked, a candidate's
 worker whose buffers cannot be opened or written is rejected: it is its
 process that broke what worked.
 
@@ -37,15 +37,32 @@ class IpcInputs:
     ipc_counts = (0, 0)     # timed pairs delivered, not
     pair_ipc = False        # whether this pair's inputs are delivered
 
-    def _ipc_ask(self, w, args, what):
-        """One IPC exchange: (True, reply) or (False, the error's text)."""
+    def _ipc_ask(self, w, args, what, oom_ours=False):
+        """One IPC exchange: (True, reply) or (False, the error's text).
+        A worker that ran out of device memory (its error's oom facts)
+        met the evaluator's limit, never the candidate's doing: beside
+        other evaluations it is judged again alone
+        (stark_referee._again_alone), else with oom_ours it is the
+        evaluator's error, else a failure returned like any other."""
         def go():
             w.chan.send_json(W.IPC, args, self.deadline)
             return w.chan.recv_json({W.OK: W.CONTROL_MAX, W.ERR: W.CONTROL_MAX}, self.deadline)
         kind, obj = self.talk(w, what, go)
-        if kind != W.OK:
-            return False, "%s: %s" % (obj.get("type"), str(obj.get("message"))[:200])
-        return True, obj
+        if kind == W.OK:
+            return True, obj
+        text = "%s: %s" % (obj.get("type"), str(obj.get("message"))[:200])
+        if isinstance(obj.get("oom"), dict):
+            n, held = 0, 0
+            if self.ledger is not None and not self.req.get("mem_alone"):
+                held, _, n = self.ledger.others()
+            why = "CUDA IPC (%s) ran out of device memory" % what
+            if n > 0:
+                why += " beside %d other evaluations reserving %s" % (n, M.fmt_bytes(held))
+                self.mem_retry = why
+            if n > 0 or oom_ours:
+                raise Verdict("error", "%s (the evaluator's limit, not the candidate's "
+                              "doing): %.200s" % (why, text), ours=True)
+        return False, text
 
     def ipc_selftest(self):
         """Whether this environment can deliver a GPU's inputs, tried
@@ -62,27 +79,8 @@ class IpcInputs:
                 ok, got = False, "the bytes written did not arrive"
         self.ipc_state = "on" if ok else "off"
         if not ok:
-            self.ipc_selftest_oom(got)
             self.res["env"]["inputs_delivered"] = ("no: CUDA IPC between the workers failed "
                                                    "before the candidate loaded (%.200s)" % got)
-
-    def ipc_selftest_oom(self, got):
-        """A self-test that ran out of device memory beside other
-        evaluations is the evaluator's failure, judged again alone
-        (stark_referee._again_alone), not a reason to time without
-        delivery: else another evaluation's memory would choose that for
-        this one (on an H100, level 3's 32_ConvolutionalVisionTransformer,
-        4 in flight).  Alone, or with none beside it, the old way stands."""
-        if "out of memory" not in str(got).lower() or self.ledger is None or \
-                self.req.get("mem_alone"):
-            return
-        held, _, n = self.ledger.others()
-        if n == 0:
-            return
-        self.mem_retry = ("the delivery's self-test ran out of device memory beside %d other "
-                          "evaluations reserving %s" % (n, M.fmt_bytes(held)))
-        raise Verdict("error", "%s (the evaluator's limit, not the candidate's doing): %.200s"
-                      % (self.mem_retry, got), ours=True)
 
     def ipc_on(self, timed, kind):
         return bool(timed and kind is None and self.cuda and self.ipc_state == "on")
@@ -115,7 +113,7 @@ class IpcInputs:
                           "buffers (%s), which worked before it loaded: its timed calls "
                           "could not be given their inputs while it was stopped" % what,
                           check="input_window")
-        ok, got = self._ipc_ask(self.ref, {"open": exported}, what)
+        ok, got = self._ipc_ask(self.ref, {"open": exported}, what, oom_ours=True)
         if not ok:
             raise Verdict("rejected", "the candidate's input buffers could not be opened "
                           "(%s: %s), which worked before it loaded: its timed calls could "

@@ -11,7 +11,9 @@ checks the referee's sequence, tests/gpu/45-input-delivery.t the whole on
 a GPU.  Also the delivery's self-test (stark_referee_ipc.ipc_selftest):
 on by default on a GPU, and where it runs out of device memory beside
 other evaluations, the evaluator's error, judged again alone, not a
-silent fallback to undelivered inputs.  Prints TAP.
+silent fallback to undelivered inputs; the reference out of device
+memory opening the candidate's buffers, the evaluator's error, not the
+candidate's rejection.  Prints TAP.
 Usage: python3 tests/helpers/pair_stops.py"""
 import os
 import sys
@@ -166,8 +168,9 @@ for stopped in (True, False):
            v.status, v.message)
 
 
-# The delivery's self-test, its replies stood in for.
-OOM = (False, "AcceleratorError: CUDA error: out of memory")
+# The delivery's self-test, the workers' replies stood in for.
+OOM = (W.ERR, {"type": "AcceleratorError", "message": "CUDA error: out of memory",
+               "oom": {"tried": 0}})
 
 
 class SelfTest(IpcInputs):
@@ -181,7 +184,7 @@ class SelfTest(IpcInputs):
         self.ledger = None if others is None else types.SimpleNamespace(
             others=lambda: (3 << 30, 0, others))
 
-    def _ipc_ask(self, w, args, what):
+    def talk(self, w, what, go):
         self.asked.append(w)
         return self.replies.pop(0)
 
@@ -196,7 +199,7 @@ def selftest(replies, others, alone=False):
 
 
 os.environ.pop("STARK_INPUT_DELIVERY", None)
-t, v = selftest([(True, {"h": ""}), (True, {}), (True, {"ok": True})], 0)
+t, v = selftest([(W.OK, {"h": ""}), (W.OK, {}), (W.OK, {"ok": True})], 0)
 ok(v is None and t.ipc_state == "on" and t.asked == ["cand", "ref", "cand"],
    "delivery unset: a GPU's self-test runs, and on", t.ipc_state, t.asked)
 t, v = selftest([OOM], 3)
@@ -206,8 +209,9 @@ ok(v is not None and v.status == "error" and v.ours and "beside 3 other" in v.me
    "judged again alone", v and v.message, t.mem_retry)
 for what, replies, others, alone in (("with no other evaluation", [OOM], 0, False),
                                      ("judged alone already", [OOM], 3, True),
-                                     ("a failure other than memory", [(False, "x: no IPC")],
-                                      3, False)):
+                                     ("a failure other than memory",
+                                      [(W.ERR, {"type": "x", "message": "no IPC"})], 3,
+                                      False)):
     t, v = selftest(replies, others, alone)
     ok(v is None and t.ipc_state == "off" and
        t.res["env"]["inputs_delivered"].startswith("no: CUDA IPC") and t.mem_retry is None,
@@ -218,4 +222,13 @@ t, v = selftest([], 3)
 ok(v is None and t.ipc_state is None and t.asked == [],
    "STARK_INPUT_DELIVERY=off: no self-test, no delivery", t.ipc_state)
 del os.environ["STARK_INPUT_DELIVERY"]
+t = SelfTest([OOM], 0)
+try:
+    t._ipc_ask(t.ref, {"open": []}, "opening the candidate's buffers", oom_ours=True)
+    v = None
+except Verdict as e:
+    v = e
+ok(v is not None and v.status == "error" and v.ours and t.mem_retry is None,
+   "the reference out of device memory opening the candidate's buffers, alone: the "
+   "evaluator's error, not the candidate's rejection", v and (v.status, v.message))
 sys.exit(done())
