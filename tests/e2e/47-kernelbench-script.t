@@ -11,6 +11,7 @@
 # refused, and "cuda:0,1" (the usage's form) names cuda:0 and cuda:1; the
 # summary says where the startup's and the comparisons' time went, and
 # with STARK_PY_PROFILE=1 where each process's wall time went;
+# launch matching's outcomes are summed by level;
 # scripts/kernelbench-plan picks the launch-bound model for launch-mode
 # matching and not a relu on 64 MiB.  About 35 s.  Prints TAP.
 set -u
@@ -109,6 +110,14 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 rows[1]["status"] = "error"
 rows[0]["speedup"], rows[2]["speedup"] = 1.012, 1.104
+# What a GPU's launch matching says (none on the CPU).
+rows[0].setdefault("env", {})["launch_match"] = (
+    "matched on the reference's forward: ref 1000.0, cand 1003.0 us (+0.3%), forked again: "
+    "cand; 1250 ms")
+rows[2].setdefault("env", {})["launch_match"] = (
+    "not matched: the reference's forward is paced by the host (75.0 ms of launching a call "
+    "behind a gate of 60.0 ms), so its readings follow the host's speed, not the GPU's "
+    "launch mode; ref 1000.0, cand 1300.0 us (+30.0%); 310 ms")
 with open(sys.argv[1], "w") as f:
     f.write("".join(json.dumps(r) + "\n" for r in rows))
 PYEOF
@@ -124,8 +133,9 @@ if [ "$rc" -eq 0 ] && [[ "$out" == *"2 of 3 problems keep their verdicts"* ]] &&
 	[[ "$(head -n 1 "$T/cut/batch-0-cpu.txt")" == *"2_LayerNorm.py"* ]] &&
 	[ "$kept" = "level1/1_Chain.py:correct,level1/2_LayerNorm.py:correct,level1/10_Cumsum.py:correct" ] &&
 	[[ "$out" == *"honest copies within 2% of 1.00: 1 of 2 correct evaluations"* ]] &&
-	grep -Eq '^L1 10_Cumsum\.py +1\.104$' <<<"$out"; then
-	ok "--resume judges again only what ended error, keeping the rest in order; honest copies within 2% counted"
+	grep -Eq '^L1 10_Cumsum\.py +1\.104$' <<<"$out" &&
+	grep -Eq '^level 1, launch matching: (host-paced 1, matched 1|matched 1, host-paced 1); 1\.6 s in all, 1\.2 s at most$' <<<"$out"; then
+	ok "--resume judges again only what ended error, keeping the rest in order; honest copies within 2% counted; launch matching summed"
 else
 	not_ok "--resume of an error: exit $rc, batch of $lines, rows $kept" "$(printf '%s\n' "$out" | tail -n 10)"
 fi
