@@ -24,9 +24,7 @@ Two things are done with that:
                  they match (env.launch_match).  Read on the reference's
                  own forward, built in each worker from a public seed,
                  where its footprint is small (mode_on_model), else on
-                 launches of one small kernel.  Nothing is forked where
-                 that forward's launching outlasts its gate
-                 (note_host_paced): its readings are the host's pace.
+                 launches of one small kernel.
 
 The mode is not the CPU's, nor the buffers' places, nor the address
 layout's (setarch -R: 5.9% apart across 8 processes on an H100), and not
@@ -84,7 +82,6 @@ class LaunchModes:
     planned_launch = None     # plan_launch_bound of the reference's PLAN
     mode_model_error = None   # why a worker could not time the reference's forward
     mode_unmatched = None     # (cand/ref - 1 in %, forks) where the modes stayed apart
-    mode_host_paced = None    # (host us, gate us) where a forward's launching outlasted its gate
 
     def note_planned_launch(self, est):
         """The PLAN reply's kernel estimate: env.launch_planned, and
@@ -119,29 +116,9 @@ class LaunchModes:
                              "the reference's forward timed")
         evs = [number(x) for x in r.get("model_us") or []] if isinstance(r, dict) else []
         evs = [x for x in evs if x == x and x > 0]
-        if evs:
-            self.note_host_paced(r)
         if not evs:
             self.mode_model_error = (r.get("model_error") if isinstance(r, dict) else None) or "no readings"
         return evs or None
-
-    def note_host_paced(self, r):
-        """Keeps (host us, gate us) in mode_host_paced where a worker's
-        readings of the reference's forward (a TIMED_NOOP {"model"} reply)
-        were made at the host's pace: the median forward's launching took
-        longer than the gate held its launches back, so the GPU ran them as
-        the host sent them.  Such readings follow the host's speed beside
-        whatever else runs on the machine, not the GPU's launch mode, and
-        no fork brings them together: on an H100, level 3's
-        38_LSTMBidirectional and 39_GRU (75-95 ms of launching a call
-        behind a 60 ms gate) stayed 20% and 30% apart after six forks,
-        19-23 s of the evaluation each, while their honest copies read
-        within 2% (docs/BENCHMARKS.md, 2026-12-06, sixth)."""
-        host = [number(x) for x in r.get("model_host_us") or []]
-        host = [x for x in host if x == x and x >= 0]
-        gate = number(r.get("model_gate_us"))
-        if host and gate == gate and gate > 0 and median(host) > gate:
-            self.mode_host_paced = (median(host), gate)
 
     def mode_on_model(self):
         """Whether match_modes reads the workers on the reference's own
@@ -216,9 +193,8 @@ class LaunchModes:
                 cand = read(self.cand, self.ref, LAUNCH_MATCH_REPS)
             trail = [(role, min(x)) for role, x in (("ref", ref), ("cand", cand)) if x]
             seen = [v for _, v in trail]
-            paced = self.mode_host_paced if on_model else None
-            while (ref and cand and paced is None and not modes_match(min(ref), min(cand), tol)
-                   and len(forked) < LAUNCH_MATCH_TRIES):
+            while (ref and cand and not modes_match(min(ref), min(cand), tol) and
+                   len(forked) < LAUNCH_MATCH_TRIES):
                 role = respawn_choice(min(ref), min(cand), seen, tol)
                 self.respawn(role)
                 forked.append(role)
@@ -235,21 +211,13 @@ class LaunchModes:
             self.res["env"]["launch_match"] = "no readings"
             return True
         r, c = min(ref), min(cand)
-        what = "the reference's forward" if on_model else "%d launches" % LAUNCH_MODE_N
-        if paced is not None:
-            self.res["env"]["launch_match"] = (
-                "not matched: the reference's forward is paced by the host (%.1f ms of "
-                "launching a call behind a gate of %.1f ms), so its readings follow the "
-                "host's speed, not the GPU's launch mode; ref %.1f, cand %.1f us (%+.1f%%); "
-                "%.0f ms" % (paced[0] / 1e3, paced[1] / 1e3, r, c, 100.0 * (c / r - 1),
-                             (time.monotonic() - t0) * 1e3))
-            return True
         if not modes_match(r, c, tol):
             self.mode_unmatched = (round(100.0 * (c / r - 1), 1), len(forked))
         if forked:
             # Each worker's reading in the order made, forks' included.
             self.res["env"]["launch_match_seen"] = ", ".join(
                 "%s %.1f" % x for x in trail)[:300]
+        what = "the reference's forward" if on_model else "%d launches" % LAUNCH_MODE_N
         if not on_model and self.mode_model_error:
             what += " (its forward: %s)" % self.mode_model_error[:120]
         self.res["env"]["launch_match"] = "%s on %s: ref %.1f, cand %.1f us (%+.1f%%)%s; %.0f ms" % (

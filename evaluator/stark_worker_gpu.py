@@ -262,10 +262,7 @@ class GpuTiming:
         more closely than launches of one small kernel do: on an H100, two
         level-3 models whose workers' small-kernel readings matched within
         1.3% read 1.044x and 1.024x as honest copies.
-        {"model_us": [n readings], "model_host_us": [the host's time in
-        each forward], "model_gate_us": the gate's length} or
-        {"model_error": why}: a forward whose launching outlasts the gate
-        is read at the host's pace (the referee's note_host_paced)."""
+        {"model_us": [n readings]} or {"model_error": why}."""
         if self.model is not None:
             return {"model_error": "a model is loaded already"}
         if type(reps) is not int or not 0 < reps <= MODE_REPS_MAX:
@@ -292,8 +289,7 @@ class GpuTiming:
             evs = [g["ev_us"] for g in got if g.get("gate_us")]
             if len(evs) < len(got):
                 return {"model_error": "no gate: %s" % (self.gate_error or "?")}
-            return {"model_us": evs, "model_gate_us": gate_us,
-                    "model_host_us": [g["host_us"][1] for g in got]}
+            return {"model_us": evs}
         except Exception as e:
             return {"model_error": W.exc_text(e)[:500]}
         finally:

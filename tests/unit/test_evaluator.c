@@ -1190,16 +1190,14 @@ START_TEST(spin_sizing)
 		    "    def mode_readings(s, w, other, reps):\\n"
 		    "        return [s.seq[w].pop(0)] if s.seq[w] else []\\n"
 		    "    def model_readings(s, w, other, reps):\\n"
-		    "        s.mode_host_paced = s.paced\\n"
 		    "        v = s.mseq[w].pop(0) if s.mseq[w] else None\\n"
 		    "        if v is None:\\n"
 		    "            s.mode_model_error = \"no gate\"\\n"
 		    "        return [v] if v else None\\n"
 		    "    def respawn(s, role):\\n"
 		    "        s.forks.append(role)\\n"
-		    "def run(ref, cand, planned=True, mref=(), mcand=(), fp=None, paced=None):\\n"
+		    "def run(ref, cand, planned=True, mref=(), mcand=(), fp=None):\\n"
 		    "    e = E({\"ref\": ref, \"cand\": cand}, planned)\\n"
-		    "    e.paced = paced\\n"
 		    "    e.mseq = {\"ref\": list(mref), \"cand\": list(mcand)}\\n"
 		    "    if fp is not None:\\n"
 		    "        e.fp_estimated = {\"in\": fp, \"out\": fp, \"weights\": fp, \"fwd\": fp}\\n"
@@ -1211,8 +1209,7 @@ START_TEST(spin_sizing)
 		    " run([], [], True, [1000.0], [1005.0], 1 << 20),"
 		    " run([], [], True, [1000.0, 1000.0], [1015.0, 1003.0], 1 << 20),"
 		    " run([504.0], [505.0], True, [1000.0], [], 1 << 20),"
-		    " run([504.0], [505.0], True, [1000.0], [1001.0], 1 << 30),"
-		    " run([], [], True, [1000.0, 1000.0], [1300.0, 1000.0], 1 << 20, (75000.0, 60000))]\\n', g),"
+		    " run([504.0], [505.0], True, [1000.0], [1001.0], 1 << 30)]\\n', g),"
 		    " g['out'])[1])({'stark_referee_modes': stark_referee_modes})",
 		    "[(True, 'matched on 300 launches: ref 504.0, cand 505.0 us (+0.2%)', 0, None, None),"
 		    " (True, 'matched on 300 launches: ref 530.0, cand 532.0 us (+0.4%), forked again: ref cand', 2, None, 'ref 504.0, cand 560.0, ref 530.0, cand 532.0'),"
@@ -1223,21 +1220,7 @@ START_TEST(spin_sizing)
 		    " (True, \"matched on the reference's forward: ref 1000.0, cand 1003.0 us (+0.3%),"
 		    " forked again: ref cand\", 2, None, 'ref 1000.0, cand 1015.0, ref 1000.0, cand 1003.0'),"
 		    " (True, 'matched on 300 launches (its forward: no gate): ref 504.0, cand 505.0 us (+0.2%)', 0, None, None),"
-		    " (True, 'matched on 300 launches: ref 504.0, cand 505.0 us (+0.2%)', 0, None, None),"
-		    " (True, \"not matched: the reference's forward is paced by the host (75.0 ms of"
-		    " launching a call behind a gate of 60.0 ms), so its readings follow the host's speed,"
-		    " not the GPU's launch mode\", 0, None, None)]");
-	/* Readings of the reference's forward made at the host's pace: its
-	   median launching longer than the gate; none where it is shorter,
-	   where the reply lacks the figures or has nonsense in them. */
-	expect_eval(NULL,
-		    "[(lambda e: (e.note_host_paced(r), e.mode_host_paced)[1])("
-		    "stark_referee_modes.LaunchModes()) for r in ("
-		    "{'model_host_us': [75000.0, 74000.0, 76000.0], 'model_gate_us': 60000},"
-		    " {'model_host_us': [5000.0, 90000.0, 4000.0], 'model_gate_us': 60000},"
-		    " {'model_us': [1.0]}, {'model_host_us': [9.0], 'model_gate_us': 0},"
-		    " {'model_host_us': ['x', None], 'model_gate_us': 'y'})]",
-		    "[(75000.0, 60000.0), None, None, None, None]");
+		    " (True, 'matched on 300 launches: ref 504.0, cand 505.0 us (+0.2%)', 0, None, None)]");
 }
 END_TEST
 
