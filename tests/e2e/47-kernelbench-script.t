@@ -13,7 +13,7 @@
 # with STARK_PY_PROFILE=1 where each process's wall time went;
 # launch matching's outcomes are summed by level;
 # scripts/kernelbench-plan picks the launch-bound model for launch-mode
-# matching and not a relu on 64 MiB.  About 35 s.  Prints TAP.
+# matching and not a relu on 64 MiB, and --only picks by name.  About 35 s.  Prints TAP.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${STARK_BUILD:-build}
@@ -28,7 +28,7 @@ n=0
 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
-echo "1..12"
+echo "1..13"
 
 KB=$T/kb/KernelBench/level1
 mkdir -p "$KB"
@@ -197,11 +197,21 @@ out=$("$PY" scripts/kernelbench-plan "$T/kbp" 1 3 2>&1)
 rc=$?
 if [ "$rc" -eq 0 ] &&
 	grep -Eq '^L3 1_Launch\.py +kernels +600 .* LB$' <<<"$out" &&
-	grep -Eq '^L1 19_ReLU\.py +kernels +1 +GPU at least +28\.0 us +launching +4\.0 us +$' <<<"$out" &&
+	grep -Eq '^L1 19_ReLU\.py +kernels +1 +GPU at least +28\.0 us +launching +4\.0 us +plan +[0-9]+ ms +$' <<<"$out" &&
 	grep -q "^level 1: 1 problems, 0 possibly launch-bound, 0 without an estimate$" <<<"$out" &&
 	grep -q "^level 3: 1 problems, 1 possibly launch-bound, 0 without an estimate$" <<<"$out"; then
 	ok "kernelbench-plan: the launch-bound model picked, a large relu not"
 else
 	not_ok "kernelbench-plan: exit $rc" "$(printf '%s\n' "$out" | tail -n 8)"
+fi
+# --only picks by file name; --profile is taken (its lines come for
+# estimates over a second only).
+out=$("$PY" scripts/kernelbench-plan "$T/kbp" 1 3 --only '^1_' --profile 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && grep -Eq '^L3 1_Launch\.py +kernels +600 .* LB$' <<<"$out" &&
+	grep -q "^level 1: 0 problems, 0 possibly launch-bound, 0 without an estimate$" <<<"$out"; then
+	ok "kernelbench-plan --only: by file name"
+else
+	not_ok "kernelbench-plan --only: exit $rc" "$(printf '%s\n' "$out" | tail -n 8)"
 fi
 exit $failed
