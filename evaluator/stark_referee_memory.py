@@ -43,12 +43,30 @@ from stark_referee_common import Verdict, dict_field, int_field
 
 _fmt = M.fmt_bytes
 
+# The shape probe's own estimate (a second forward on meta, at the grown
+# sizes) is skipped where the first one's forward took this long: the
+# probe is then planned from its inputs once made (shape_room).  Level 3's
+# LSTMs and GRUs (21,000-43,000 operators on meta) took 17-31 s for each
+# of the two on an H100 with torch 2.11; most problems take milliseconds.
+SHAPE_EST_MAX_S = 3.0
+
 
 def _fp_text(fp):
     return "inputs %s, outputs %s, weights %s, forward peak %s%s" % (
         _fmt(fp.get("in", 0)), _fmt(fp.get("out", 0)), _fmt(fp.get("weights", 0)),
         _fmt(fp.get("fwd", 0)),
         ", allocator holds %.2fx" % fp["factor"] if fp.get("factor") else "")
+
+
+def _forward_s(st):
+    """Seconds the PLAN's forward on meta took, from its marks (the
+    worker's started: "built" to "planned"), or None."""
+    if not isinstance(st, dict):
+        return None
+    a, b = st.get("built"), st.get("planned")
+    if type(a) is not float or type(b) is not float or b < a:
+        return None
+    return b - a
 
 
 class MemoryPlan:
@@ -184,9 +202,14 @@ class MemoryPlan:
             want = self.mplan.need
         else:
             want = budget
-        t = time.monotonic()
-        self.shape_fp = self.estimate_shape()
-        self.startup_part("shape", t)
+        fwd_s = _forward_s(est.get("started"))
+        if fwd_s is not None and fwd_s > SHAPE_EST_MAX_S:
+            env["shape_estimate"] = ("skipped: the estimate's forward on meta took %.1f s; "
+                                     "the shape probe is planned from its inputs" % fwd_s)
+        else:
+            t = time.monotonic()
+            self.shape_fp = self.estimate_shape()
+            self.startup_part("shape", t)
         if self.cuda:
             t = time.monotonic()
             self.admit(min(want, budget) if budget else want, budget)
@@ -244,9 +267,11 @@ class MemoryPlan:
 
     def shape_room(self, total_in):
         """Whether the shape probe fits: its need (from its estimate, or
-        the measured footprint scaled by its inputs' bytes total_in) within
-        the reservation, grown without waiting where the ledger has room.
-        Returns (True, None) or (False, why)."""
+        the measured footprint scaled by its inputs' bytes total_in: the
+        inputs by their ratio k, the outputs and the forward's peak by k
+        squared, since they may grow faster than the inputs, as attention's
+        does) within the reservation, grown without waiting where the
+        ledger has room.  Returns (True, None) or (False, why)."""
         budget = self.budget() if self.cuda else self.host_budget()
         ref, cand = self.fp["ref"] or self.fp_estimated, self.fp["cand"]
         if not budget or not ref:
@@ -255,9 +280,9 @@ class MemoryPlan:
         if shp is None:
             if total_in is None:
                 return True, None
-            k = total_in / max(ref.get("in", 0), 1)
-            shp = {key: int(ref.get(key, 0) * (1 if key == "weights" else k))
-                   for key in ("in", "out", "weights", "fwd")}
+            k = max(total_in / max(ref.get("in", 0), 1), 1.0)
+            grow = {"in": k, "out": k * k, "weights": 1, "fwd": k * k}
+            shp = {key: int(ref.get(key, 0) * g) for key, g in grow.items()}
         ratio = 1.0
         if cand and ref:
             ratio = max(cand.get("fwd", 0), 1) / max(ref.get("fwd", 0), 1)

@@ -49,6 +49,12 @@ class Ledger:
     def free(self, limit):
         return self.free_bytes
 
+    def resize(self, nbytes, limit):
+        if nbytes > self.bytes:
+            nbytes = min(nbytes, self.bytes + self.grant)
+        self.bytes = nbytes
+        return nbytes
+
 
 class Evaluation(MemoryPlan, GpuLock):
     """The attributes of stark_referee.Evaluation that the memory plan
@@ -156,5 +162,61 @@ ev.plan_places()
 ok(ev.place_cap == 4 and ev.ledger.bytes == four,
    "a growth for placements stopped short: as many as what is held affords",
    "%d placements" % ev.place_cap)
+
+
+# The shape probe's estimate: a second PLAN at the grown sizes, skipped
+# where the first one's forward on meta was slow (level 3's LSTMs: 17-31 s
+# each on an H100).
+class PlanEval(Evaluation):
+    """plan_memory's steps with a reference worker that answers PLAN with
+    the footprint `est` after a forward of fwd_s seconds."""
+
+    def __init__(self, est, fwd_s):
+        super().__init__(est, Ledger(0, 0))
+        self.ledger = None
+        self.lock_fd = None
+        self.res["stage_ms"] = {}
+        self.ref = types.SimpleNamespace(t_fork=1.0)
+        self.est, self.fwd_s, self.asked = est, fwd_s, []
+
+    def command(self, w, kind, args, what):
+        self.asked.append(dict(args))
+        return dict(self.est, started={"built": 10.0, "planned": 10.0 + self.fwd_s})
+
+    def shape_sizes(self):
+        return {"n": 80}
+
+    def startup_part(self, name, t0):
+        pass
+
+    def note_planned_launch(self, est):
+        pass
+
+
+ev = PlanEval(small, 0.2)
+ev.plan_memory()
+ok(len(ev.asked) == 2 and ev.asked[1].get("sizes") == {"n": 80} and ev.shape_fp == small and
+   "shape_estimate" not in ev.res["env"],
+   "a quick forward on meta: the shape probe's sizes estimated by a second PLAN", str(ev.asked))
+ev = PlanEval(small, 5.0)
+ev.plan_memory()
+ok(len(ev.asked) == 1 and ev.shape_fp is None and
+   "5.0 s" in ev.res["env"].get("shape_estimate", ""),
+   "a slow forward on meta: no second PLAN, the probe planned from its inputs",
+   ev.res["env"].get("shape_estimate"))
+
+# Planned from its inputs, the probe's outputs and forward grow as the
+# square of its inputs' ratio (attention's do): a probe whose need fits
+# at that ratio but not at its square is skipped, named as our limit.
+big = fp(1 * GIB, 1 * GIB, 0, 8 * GIB)
+lin = M.shape_need(fp(2 * GIB, 2 * GIB, 0, 16 * GIB))
+sq = M.shape_need(fp(2 * GIB, 4 * GIB, 0, 32 * GIB))
+ev = Evaluation(big, Ledger((lin + sq) // 2, 0))
+ev.fp = {"ref": big, "cand": big}
+fits, why = ev.shape_room(2 * GIB)
+ok(lin < sq and not fits and "evaluator's memory limit" in (why or ""),
+   "inputs twice as large: the outputs and forward planned at four times", why)
+fits, why = ev.shape_room(1 * GIB)
+ok(fits, "inputs as large: the probe fits", why)
 
 sys.exit(done())
