@@ -25,7 +25,6 @@ try:
     from torch.utils._python_dispatch import TorchDispatchMode
 except ImportError:             # an old torch: no estimate
     TorchDispatchMode = object
-from torch.utils._pytree import tree_flatten
 try:
     from torch.utils.flop_counter import flop_registry as _FLOPS
 except ImportError:             # torch before 2.1: traffic alone
@@ -94,28 +93,54 @@ class _Tracker(TorchDispatchMode):
         self.peak = 0
         self.kernels = 0
         self.gpu_us = 0.0
+        # The weak references to the tensors made, until each is freed
+        # (weakref.ref with a callback: weakref.finalize costs more, and
+        # level 3's LSTMs make 21,000-43,000 tensors on meta).
+        self._refs = set()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        rets = func._schema.returns
-        outs = out if isinstance(out, (tuple, list)) else [out]
+        fresh = _FRESH.get(func)
+        if fresh is None:
+            fresh = _FRESH[func] = tuple(r.alias_info is None for r in func._schema.returns)
+        outs = out if isinstance(out, (tuple, list)) else (out,)
         made = 0
-        for r, t in zip(rets, outs):
-            if isinstance(t, torch.Tensor) and r.alias_info is None:
+        for f, t in zip(fresh, outs):
+            if f and isinstance(t, torch.Tensor):
                 n = t.numel() * t.element_size()
                 made += n
                 self.live += n
                 self.peak = max(self.peak, self.live)
-                weakref.finalize(t, self._freed, n)
+                self._refs.add(weakref.ref(t, self._freed(n)))
         if made:
             self.kernels += 1
-            moved = made + _nbytes(tree_flatten((args, kwargs))[0])
+            moved = made + _arg_bytes(args) + (_arg_bytes(kwargs.values()) if kwargs else 0)
             self.gpu_us += max(KERNEL_MIN_US,
                                1e6 * (moved / MEM_BW + _op_flops(func, args, kwargs, out) / FLOP_RATE))
         return out
 
     def _freed(self, n):
-        self.live -= n
+        def gone(ref):
+            self._refs.discard(ref)
+            self.live -= n
+        return gone
+
+
+# Whether each of an operator's returns is a new tensor (not an alias of
+# an input), by operator: its schema read once.
+_FRESH = {}
+
+
+def _arg_bytes(items):
+    """The bytes of the tensors among an operator's arguments, in lists
+    and tuples too (cat's, stack's)."""
+    n = 0
+    for x in items:
+        if isinstance(x, torch.Tensor):
+            n += x.numel() * x.element_size()
+        elif isinstance(x, (list, tuple)):
+            n += _arg_bytes(x)
+    return n
 
 
 def _op_flops(func, args, kwargs, out):
