@@ -46,8 +46,9 @@ _fmt = M.fmt_bytes
 # The shape probe's own estimate (a second forward on meta, at the grown
 # sizes) is skipped where the first one's forward took this long: the
 # probe is then planned from its inputs once made (shape_room).  Level 3's
-# LSTMs and GRUs (21,000-43,000 operators on meta) took 17-31 s for each
-# of the two on an H100 with torch 2.11; most problems take milliseconds.
+# LSTMs and GRUs (21,000-43,000 operators on meta) took 10-31 s for each
+# of the two on an H100 with torch 2.11, whose meta kernels for elementwise
+# operators are Python (torch._refs); most problems take milliseconds.
 SHAPE_EST_MAX_S = 3.0
 
 
