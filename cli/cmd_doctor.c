@@ -481,11 +481,12 @@ int cmd_doctor(int argc, char **argv)
 
 		json_array_foreach(checks, i, c)
 			all &= json_is_true(json_object_get(c, "ok"));
-		json_t *o = json_pack("{s:s, s:b, s:s, s:O, s:O, s:O, s:O, s:s?}", "device", a.device, "ok",
-				      all, "probed", where, "checks", checks, "formats",
+		json_t *o = json_pack("{s:s, s:b, s:s, s:O, s:O, s:O, s:O, s:O?, s:s?}", "device", a.device,
+				      "ok", all, "probed", where, "checks", checks, "formats",
 				      json_object_get(report, "formats"), "languages",
 				      json_object_get(report, "languages"), "baselines",
-				      json_object_get(report, "baselines"), "toolchain", toolchain);
+				      json_object_get(report, "baselines"), "inputs",
+				      json_object_get(report, "inputs"), "toolchain", toolchain);
 
 		if (!o || json_dumpf(o, stdout, JSON_INDENT(2) | JSON_SORT_KEYS) || fputc('\n', stdout) == EOF) {
 			json_decref(o);
@@ -500,6 +501,8 @@ int cmd_doctor(int argc, char **argv)
 			   "kernel languages (--language; none is needed for the exit status):", "language");
 		print_list(json_object_get(report, "baselines"),
 			   "baselines (--baseline; none is needed for the exit status):", "baseline");
+		print_list(json_object_get(report, "inputs"),
+			   "KernelBench's inputs on the CPU (none is needed for the exit status):", "input");
 	}
 	if (fflush(stdout) == EOF)
 		rc = CLI_FAILURE;

@@ -47,6 +47,19 @@ ST_WUR int evpy_init(const struct evpy_opts *opts, char *err, size_t errlen);
 ST_WUR int evpy_prewarm(char *err, size_t errlen);
 
 /*
+ * torch.rand()'s float32 numbers on the CPU, bit for bit (mtrand.c): the
+ * MT19937 engine of torch's CPU generator -- key its 624 words, left and
+ * next torch's own counters -- advanced over n draws, out[i] the i-th
+ * draw's low 24 bits times 2^-24, and the state left as torch's engine
+ * would leave it.  out is owned by the caller and holds n floats.  Returns
+ * 0, or ST_EINVAL (nothing changed) where left and next are not a state
+ * torch's engine can be in.
+ */
+#define EVAL_MT_WORDS 624
+ST_WUR int eval_mt_rand(uint32_t key[EVAL_MT_WORDS], int32_t *left, uint32_t *next, float *out,
+			size_t n);
+
+/*
  * Forks with Python's fork protocol (PyOS_BeforeFork, then the child's or
  * the parent's PyOS_AfterFork_*), after flushing sys.stdout, sys.stderr and
  * C's streams.  For forks made elsewhere (sandbox_spawn_fn's clone), the

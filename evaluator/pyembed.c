@@ -286,6 +286,46 @@ static PyObject *py_limits(PyObject *self, PyObject *noargs)
 			     "name_max", (Py_ssize_t)PROTO_NAME_MAX);
 }
 
+/* mt_rand(key, left, next, out) -> (left, next): torch.rand()'s floats
+   into the writable buffer out (eval_mt_rand), from the engine state key (a
+   writable buffer of its 624 words, updated) and torch's counters; the GIL
+   is let go while the numbers are made. */
+static PyObject *py_mt_rand(PyObject *self, PyObject *args)
+{
+	Py_buffer key, out;
+	int left;
+	unsigned int next;
+	int32_t l;
+	uint32_t nx;
+	int rc;
+
+	(void)self;
+	if (!PyArg_ParseTuple(args, "w*iIw*", &key, &left, &next, &out))
+		return NULL;
+	if (key.len != (Py_ssize_t)(EVAL_MT_WORDS * sizeof(uint32_t)) ||
+	    ((uintptr_t)key.buf % _Alignof(uint32_t)) || ((uintptr_t)out.buf % _Alignof(float)) ||
+	    out.len % (Py_ssize_t)sizeof(float)) {
+		PyBuffer_Release(&key);
+		PyBuffer_Release(&out);
+		PyErr_SetString(PyExc_ValueError,
+				"mt_rand: key must be 624 aligned 32-bit words and out whole aligned floats");
+		return NULL;
+	}
+	l = left;
+	nx = next;
+	Py_BEGIN_ALLOW_THREADS
+	rc = eval_mt_rand(key.buf, &l, &nx, out.buf, (size_t)out.len / sizeof(float));
+	Py_END_ALLOW_THREADS
+	PyBuffer_Release(&key);
+	PyBuffer_Release(&out);
+	if (rc < 0) {
+		PyErr_Format(PyExc_ValueError, "mt_rand: left %d and next %u are not a state of the engine",
+			     left, next);
+		return NULL;
+	}
+	return Py_BuildValue("(iI)", (int)l, (unsigned int)nx);
+}
+
 static PyMethodDef stark_methods[] = {
 	{"fork_worker", py_fork_worker, METH_VARARGS, "fork a worker keeping its socket (and window)"},
 	{"secret_seed", py_secret_seed, METH_NOARGS, "the master seed, then a second one, each once"},
@@ -295,6 +335,7 @@ static PyMethodDef stark_methods[] = {
 	{"jailed", py_jailed, METH_NOARGS, "whether the evaluator runs in a run jail"},
 	{"start_ns", py_start_ns, METH_NOARGS, "monotonic start time of the program"},
 	{"limits", py_limits, METH_NOARGS, "caps of the result fields"},
+	{"mt_rand", py_mt_rand, METH_VARARGS, "torch.rand()'s CPU floats from its engine's state"},
 	{NULL, NULL, 0, NULL},
 };
 

@@ -14,6 +14,7 @@
 	X(memory)			\
 	X(wire)				\
 	X(tensors)			\
+	X(rand)				\
 	X(rules)			\
 	X(fused)			\
 	X(lang)				\

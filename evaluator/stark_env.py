@@ -496,7 +496,25 @@ def report(device):
         fp, desc, versions = None, "unknown (%s)" % e, {}
     return {"device": device, "checks": out, "toolchain": desc, "toolchain_id": fp,
             "formats": list(formats(device)), "versions": versions,
-            "languages": languages(device), "baselines": baselines(device)}
+            "languages": languages(device), "baselines": baselines(device),
+            "inputs": inputs()}
+
+
+def inputs():
+    """How KernelBench's CPU inputs are drawn here (stark_rand): its fast
+    torch.rand checked against this torch, with both speeds."""
+    try:
+        import stark_rand
+        why = stark_rand.check()
+        if not why:
+            fast, own = stark_rand.speed()
+    except Exception as e:
+        why = "the check failed: %s: %s" % (type(e).__name__, e)
+    if why:
+        return [{"input": "torch.rand", "ok": False, "detail": why}]
+    return [{"input": "torch.rand", "ok": True,
+             "detail": "the fast engine, checked bit for bit against torch %s: %.2f GB/s "
+             "(torch's own %.2f GB/s, 64 MiB)" % (_torch().__version__, fast, own)}]
 
 
 def languages(device):

@@ -48,6 +48,9 @@ class DataPath:
         GEN host_only (kb_inputs_ahead): (None, its CPU tensors' bytes)."""
         def go():
             d = self.expect_ok(w, what)
+            if w is self.ref and isinstance(d.get("kb_rand"), str):
+                # How KernelBench's CPU inputs were drawn (stark_rand)
+                self.res["env"]["kb_rand"] = d["kb_rand"][:300]
             if host:
                 n = d.get("host_bytes")
                 return None, n if type(n) is int and n >= 0 else 0

@@ -23,6 +23,7 @@ import sys
 
 import torch
 
+import stark_rand
 import stark_rules as R
 import stark_tensors as T
 from stark_worker_memory import is_oom
@@ -157,6 +158,8 @@ class Inputs:
             reply["delivered"] = why is None
             if why is not None:
                 reply["not_delivered"] = why
+        if args.get("kb") is not None:
+            reply["kb_rand"] = stark_rand.report()
         mem = self.mem_facts()
         if mem:
             reply["mem"] = mem
@@ -234,7 +237,8 @@ class Inputs:
         items, _ = self._make_inputs(args, host_only=True)
         self.kb_host = (int(args["seed"]), items)
         return {"host_bytes": sum(t.numel() * t.element_size() for t in items
-                                  if isinstance(t, torch.Tensor))}
+                                  if isinstance(t, torch.Tensor)),
+                "kb_rand": stark_rand.report()}
 
     def _make_inputs(self, args, own_seed=True, host_only=False, held=None):
         """get_inputs() for GEN's args: the items, and the seed of the
@@ -313,13 +317,16 @@ class Inputs:
         (eval.py, run_and_check_correctness): set_seed(trial seed),
         get_inputs() on the CPU (no default device), every tensor cast to
         the precision's dtype and moved to the device
-        (stark_rules.kb_process_input).  host_only: the CPU's items alone;
-        held: (seed, items) made so before, used for that seed."""
+        (stark_rules.kb_process_input).  Its torch.rand() calls are
+        served by stark_rand's engine, the same numbers faster.  host_only:
+        the CPU's items alone; held: (seed, items) made so before, used
+        for that seed."""
         if held is not None and held[0] == seed:
             items = held[1]
         else:
             self._kb_seed(seed)
-            items = self.problem.get_inputs()
+            with stark_rand.kernelbench_inputs():
+                items = self.problem.get_inputs()
             if not isinstance(items, (list, tuple)):
                 raise TypeError("get_inputs() returned %s, not a list" % type(items).__name__)
         if host_only:

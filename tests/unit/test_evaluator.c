@@ -804,6 +804,84 @@ END_TEST
    precision, integers too), torch.allclose with the reference's output
    first (rtol scales the candidate's magnitude), NaN never close, a dtype
    mismatch raising as torch.allclose does. */
+/* The fast engine of KernelBench's CPU inputs (mtrand.c) is MT19937 as
+ * published: seeded 5489, its 10,000th draw is 4123659995 (the value C++'s
+ * std::mt19937 is specified to give), here as torch.rand()'s float (its low
+ * 24 bits times 2^-24); the counters move as torch's engine moves them, a
+ * draw split anywhere gives the same numbers, and a state torch's engine
+ * cannot be in is refused untouched. */
+START_TEST(mt_engine)
+{
+	static uint32_t key[EVAL_MT_WORDS], key2[EVAL_MT_WORDS];
+	static float out[10000], out2[10000];
+	int32_t left = 1, left2 = 1;
+	uint32_t next = 0, next2 = 0;
+	size_t at, cut[] = {1, 622, 1, 1, 624, 625, 2000, 6126};
+	int i;
+
+	key[0] = 5489;
+	for (i = 1; i < EVAL_MT_WORDS; i++)
+		key[i] = 1812433253u * (key[i - 1] ^ (key[i - 1] >> 30)) + (uint32_t)i;
+	memcpy(key2, key, sizeof(key));
+	ck_assert_int_eq(eval_mt_rand(key, &left, &next, out, 10000), 0);
+	ck_assert(out[9999] == (float)(4123659995u & 0xffffffu) / 16777216.0f);
+	/* 10,000 = 16 blocks of 624 and 16 draws: torch's left and next */
+	ck_assert_int_eq(left, 624 - 16 + 1);
+	ck_assert_uint_eq(next, 16);
+	for (i = 0; i < 10000; i++)
+		ck_assert(out[i] >= 0.0f && out[i] < 1.0f);
+	for (at = 0, i = 0; i < (int)(sizeof(cut) / sizeof(cut[0])); i++) {
+		ck_assert_int_eq(eval_mt_rand(key2, &left2, &next2, out2 + at, cut[i]), 0);
+		at += cut[i];
+	}
+	ck_assert_uint_eq(at, 10000);
+	ck_assert(!memcmp(out, out2, sizeof(out)));
+	ck_assert(!memcmp(key, key2, sizeof(key)));
+	ck_assert(left == left2 && next == next2);
+	left2 = 0;
+	ck_assert_int_eq(eval_mt_rand(key2, &left2, &next2, out2, 1), ST_EINVAL);
+	left2 = 300;
+	next2 = 400;
+	ck_assert_int_eq(eval_mt_rand(key2, &left2, &next2, out2, 1), ST_EINVAL);
+	ck_assert(left2 == 300 && next2 == 400 && !memcmp(key, key2, sizeof(key)));
+}
+END_TEST
+
+/* stark_rand against this torch, bit for bit: the numbers torch.rand
+ * gives under kernelbench_inputs() (the fast engine past MIN_NUMEL) and
+ * without, the generator's state after, draws of other distributions and
+ * below MIN_NUMEL interleaved, several call forms; the calls it does not
+ * take (another dtype, a generator, an out tensor) go to torch's own. */
+START_TEST(kb_rand_exact)
+{
+	expect_eval(NULL, "stark_rand.check()", "");
+	expect_eval(NULL,
+		    "(lambda torch, S: (lambda draw: (lambda a, b: (a[1] == b[1], "
+		    "all(x.dtype == y.dtype and x.shape == y.shape and x.requires_grad == "
+		    "y.requires_grad and torch.equal(x.detach().view(torch.int32) if x.dtype == "
+		    "torch.float32 else x.detach(), y.detach().view(torch.int32) if y.dtype == "
+		    "torch.float32 else y.detach()) for x, y in zip(a[0], b[0]))))(draw(False), "
+		    "draw(True)))(lambda fast: (torch.manual_seed(7), (lambda ctx: (ctx.__enter__(), "
+		    "[torch.rand(300, 700), torch.rand((1 << 16) + 3), torch.randn(40), "
+		    "torch.rand(size=(2, 3, 70000)), torch.rand(100), torch.rand([5000, 31], "
+		    "requires_grad=True), torch.rand(70000, dtype=torch.float64), "
+		    "torch.rand(1 << 17, dtype=torch.float32, device='cpu'), "
+		    "torch.rand(70000, generator=torch.Generator().manual_seed(3))], "
+		    "ctx.__exit__(None, None, None))[1])(S.kernelbench_inputs() if fast else "
+		    "__import__('contextlib').nullcontext()), bytes(torch.get_rng_state().tolist()))"
+		    "[1:]))(torch, stark_rand)",
+		    "(True, True)");
+	/* what was served: five calls of the fast engine, the rest torch's */
+	expect_eval(NULL,
+		    "(lambda r: r[r.index(':'):r.index(' in ')])(stark_rand.report())",
+		    ": 5 calls, 981611 numbers");
+	expect_eval(NULL, "torch.rand is stark_rand._TORCH_RAND", "True");
+	expect_raises("__import__('_stark').mt_rand(bytearray(100), 1, 0, bytearray(8))", "624 aligned");
+	expect_raises("__import__('_stark').mt_rand(bytearray(2496), 300, 400, bytearray(8))",
+		      "not a state of the engine");
+}
+END_TEST
+
 START_TEST(kb_rules)
 {
 	expect_eval(NULL,
@@ -2382,6 +2460,8 @@ static Suite *evaluator_suite(void)
 	tcase_add_test(pieces, scale_rules);
 	tcase_add_test(pieces, precision_rules);
 	tcase_add_test(pieces, kb_rules);
+	tcase_add_test(pieces, mt_engine);
+	tcase_add_test(pieces, kb_rand_exact);
 	tcase_add_test(pieces, languages);
 	tcase_add_test(pieces, language_files);
 	tcase_add_test(pieces, op_rules);

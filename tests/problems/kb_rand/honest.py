@@ -1,0 +1,23 @@
+"""The honest copy of problem.py (ModelNew): judged correct by both
+verdicts."""
+import torch
+import torch.nn as nn
+
+rows = 512
+cols = 384
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x, y, z):
+        return torch.relu(x - 0.5) * 2.0 + y.sum() + z.float().mean()
+
+
+def get_inputs():
+    return [torch.rand(rows, cols), torch.rand(7), torch.rand(rows, 3, dtype=torch.float64)]
+
+
+def get_init_inputs():
+    return []
