@@ -4,7 +4,8 @@
 # with a large torch.rand input, a small one and a float64 one is judged
 # correct by both verdicts, and env.kb_rand says the engine was checked
 # against this torch and served the large draw of each of the five trials
-# (196,608 numbers each) and left the other two to torch.rand; stark doctor
+# (196,608 numbers each) and left the other two to torch.rand;
+# STARK_KB_RAND=torch keeps torch's own, and says so; stark doctor
 # --json lists it as checked, with both speeds.  Bit-for-bit agreement
 # with torch.rand is the unit tests' (test_evaluator: mt_engine,
 # kb_rand_exact).  About 10 s.  Prints TAP.
@@ -24,7 +25,7 @@ failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
 json() { "$PY" -c 'import json,sys; j=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null; }
-echo "1..3"
+echo "1..4"
 
 "$STARK" eval "$P/problem.py" "$P/honest.py" --json >"$T/out.json" 2>"$T/err.txt"
 rc=$?
@@ -40,6 +41,15 @@ if [[ "$rand" =~ ^fast\ engine\ \(checked\ bit\ for\ bit\ against\ this\ torch\)
 	ok "env.kb_rand: the large draws served, five of them; the small and the float64 left to torch"
 else
 	not_ok "env.kb_rand: $rand"
+fi
+
+STARK_KB_RAND=torch "$STARK" eval "$P/problem.py" "$P/honest.py" --json >"$T/own.json" 2>"$T/err.txt"
+rc=$?
+got=$(json "$T/own.json" '(j["status"], j["verdicts"]["kernelbench"]["status"], j["env"].get("kb_rand"))')
+if [ "$rc" -eq 0 ] && [ "$got" = "('correct', 'correct', \"torch's own: STARK_KB_RAND=torch\")" ]; then
+	ok "STARK_KB_RAND=torch: torch's own draws them, said so; correct by both verdicts"
+else
+	not_ok "STARK_KB_RAND=torch: exit $rc, $got" "$(tail -c 600 "$T/err.txt")"
 fi
 
 "$STARK" doctor --json >"$T/doc.json" 2>"$T/doc.err"
