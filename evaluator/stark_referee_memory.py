@@ -364,6 +364,13 @@ class MemoryPlan:
         wait, admission's included.  Returns the bytes now reserved."""
         env = self.res["env"]
         budget = self.budget()
+        if self.req.get("mem_alone"):
+            # Judged again alone (admit): the whole budget stays reserved
+            # to the end, never shrunk to a plan.  Shrunk after the first
+            # trial, it let the others back in, and on an H100 at --jobs 4
+            # level 1's 23_Softmax, whose probes took more than its plan
+            # (44 GiB against 36), ran out beside them a second time.
+            nbytes = max(nbytes, self.mem_reserved)
         # At most half the time left: the trials and the timing phase after
         # it need theirs, and a plan reduced in time beats none.
         until = time.monotonic() + max(self.deadline - time.monotonic(), 0.0) / 2

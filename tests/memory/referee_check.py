@@ -123,6 +123,22 @@ ok(ev.mem_reserved == 1 * GIB and "deadline" in env.get("mem_overcommit", "") an
    env.get("mem_overcommit"))
 
 
+# Judged again alone (req["mem_alone"]): the whole budget reserved at
+# admission stays reserved through the replan, whose plan needs less.
+ev = Evaluation(mid, Ledger(budget, 0))
+ev.req["mem_alone"] = True
+ev.replan_memory()
+env = ev.res["env"]
+ok(ev.mplan.need < budget and ev.ledger.bytes == ev.mem_reserved == budget and
+   "mem_overcommit" not in env,
+   "judged again alone: the replan keeps the whole budget reserved",
+   "%s reserved, plan %s" % (M.fmt_bytes(ev.ledger.bytes), M.fmt_bytes(ev.mplan.need)))
+ev = Evaluation(mid, Ledger(budget, 0))
+ev.replan_memory()
+ok(ev.ledger.bytes == ev.mem_reserved == full.need < budget,
+   "not alone: the replan gives back what the plan does not need",
+   M.fmt_bytes(ev.ledger.bytes))
+
 # Placements: 64 MiB tensors afford 32 where memory is free.
 small = fp(64 * MIB, 64 * MIB, 0, 64 * MIB)
 base = M.plan(small, small, budget).need
