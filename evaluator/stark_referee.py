@@ -56,6 +56,7 @@ import _stark
 import stark_cuda
 import stark_fused
 import stark_lang
+import stark_rand
 import stark_triton
 import stark_wire as W
 import stark_worker_memory
@@ -94,8 +95,9 @@ def prewarm():
     evaluation forks from this process: imports what the referee and the
     workers import later, loads NVRTC and makes the footprint estimate's
     first use on the meta device (stark_worker_memory.warm_meta: seconds a
-    process under torch 2.11), so each forked evaluation starts with them
-    in memory.  It must not initialize
+    process under torch 2.11) and checks KernelBench's inputs' engine
+    (stark_rand.check), so each forked evaluation starts with them in
+    memory.  It must not initialize
     CUDA (nor NVML): a CUDA runtime initialized before fork is unusable in
     every forked child.  Importing torch does not initialize it; NVRTC is
     loaded but not used (a compile before fork broke CUDA in the children
@@ -124,6 +126,10 @@ def prewarm():
         # The meta estimate's first use (imports, registrations: seconds
         # a process under torch 2.11), made once here for every fork.
         PREWARM["meta"] = stark_worker_memory.warm_meta()
+        # KernelBench's inputs' engine checked against this torch once
+        # (stark_rand.check: 36 ms on the development machine), not in
+        # every forked worker.
+        PREWARM["kb_rand"] = stark_rand.check() or "checked"
         if torch.cuda.is_initialized():
             PREWARM["cuda"] = "initialized before fork: workers cannot use CUDA"
     except BaseException as e:

@@ -1397,15 +1397,17 @@ START_TEST(inputs_and_digests)
 END_TEST
 
 /* prewarm() for the zygote: never raises, never initializes CUDA nor
-   imports torch's extension module. */
+   imports torch's extension module; checks KernelBench's inputs' engine
+   once, for every fork. */
 START_TEST(prewarm_safe)
 {
 	expect_eval(NULL,
 		    "(lambda r: ('ms' in r, isinstance(r.get('imports'), str), 'nvrtc' in r,"
 		    " torch.cuda.is_initialized(),"
-		    " 'torch.utils.cpp_extension' in __import__('sys').modules))"
+		    " 'torch.utils.cpp_extension' in __import__('sys').modules,"
+		    " r.get('kb_rand'), stark_rand.status()))"
 		    "(stark_referee.prewarm())",
-		    "(True, True, True, False, False)");
+		    "(True, True, True, False, False, 'checked', '')");
 }
 END_TEST
 
