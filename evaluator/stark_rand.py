@@ -5,14 +5,14 @@ with the trial's seed, then the problem's get_inputs(), whose torch.rand()
 calls draw from torch's CPU generator one element at a time through a
 generic loop (0.8 GB/s on the GPU machine's host: 8 s for one of level 1's
 6 GiB tensors, in both workers, for each of five trials).  Inside
-kernelbench_inputs(), torch.rand is served by fast_rand(): the same
+kernelbench_inputs(), torch.rand is served by _fast(): the same
 numbers from the same generator state, made by _stark.mt_rand
 (evaluator/mtrand.c, the same engine as a tight loop), with the
 generator's state written back as torch would have left it, so every draw
 after it -- torch's own included -- is unchanged.
 
 Trust nothing about torch's internals without looking: before the first
-use in a process, check() compares fast_rand with this torch's own
+use in a process, check() compares _fast with this torch's own
 torch.rand bit for bit -- the numbers and the generator's whole state
 afterwards -- over several seeds, sizes across the engine's 624-word
 blocks, a draw of 1M elements and draws interleaved with other
@@ -47,7 +47,7 @@ _DOUBLE_NORMAL_FLAG = struct.Struct("<i")
 _DOUBLE_NORMAL_AT = _HEAD.size + _WORDS64.size + 24      # after normal_x, _y, _rho
 _FLOAT_NORMAL_FLAG_AT = _DOUBLE_NORMAL_AT + 8 + 4        # after the padding and the float
 
-_status = None          # None until check() ran; "" when fast_rand may serve
+_status = None          # None until check() ran; "" when _fast may serve
 _TORCH_RAND = torch.rand    # torch's own, as the harness found it
 _served = {"calls": 0, "numbers": 0, "s": 0.0, "torch_calls": 0}
 
@@ -78,7 +78,7 @@ def _write_state(raw, left, nxt, key):
 
 def _shape(size, kw):
     """The shape torch.rand(*size, **kw) asks for, or None where the call
-    is not one fast_rand takes."""
+    is not one _fast takes."""
     if "size" in kw:
         if size:
             return None
@@ -120,6 +120,8 @@ def _make(shape, numel):
 
 
 def _fast(orig, size, kw, floor):
+    """torch.rand(*size, **kw) by the engine where the call is one it
+    takes (of floor numbers or more), else by orig, torch's own."""
     shape = _shape(size, kw)
     numel = 1
     for n in shape or ():
@@ -145,7 +147,7 @@ def _fast(orig, size, kw, floor):
 
 
 def _compare(orig, seed, plan):
-    """Whether fast_rand and torch.rand draw alike for `plan` (sizes, or
+    """Whether _fast and torch.rand draw alike for `plan` (sizes, or
     "n" for a torch.randn(5) between) from manual_seed(seed): every number
     bit for bit and the generator's state after."""
     runs = []
@@ -168,7 +170,7 @@ def _compare(orig, seed, plan):
 
 
 def check():
-    """Compares fast_rand with this process's torch.rand once (a few
+    """Compares _fast with this process's torch.rand once (a few
     milliseconds); returns status()."""
     global _status
     if _status is not None:
@@ -219,7 +221,7 @@ def speed(numel=16 << 20):
 
 
 def status():
-    """"" where fast_rand serves (after check()), else why not; None
+    """"" where _fast serves (after check()), else why not; None
     before check() ran."""
     return _status
 
@@ -237,7 +239,7 @@ def report():
 
 @contextlib.contextmanager
 def kernelbench_inputs():
-    """torch.rand served by fast_rand while KernelBench's inputs are made
+    """torch.rand served by _fast while KernelBench's inputs are made
     (where check() passed), restored after."""
     if check():
         yield
