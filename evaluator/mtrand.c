@@ -12,9 +12,9 @@
  * figures).  Nothing here is torch's code: the engine is MT19937 as
  * published (Matsumoto and Nishimura, 1998) with torch's counters, and the
  * conversion is the one torch's uniform distribution makes for float32
- * (the draw's low 24 bits times 2^-24).  The Python side (stark_rand) checks every process's
- * torch against this before using it, and falls back to torch where they
- * differ.
+ * (the draw's low 24 bits times 2^-24).  The Python side (stark_rand)
+ * checks every process's torch against this before using it, and falls
+ * back to torch where they differ.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -31,7 +31,7 @@
 /*
  * Four words at a time in GCC's and clang's vector types (SSE2's width on
  * x86-64): -O2 leaves these loops scalar, which ran at 2.5 GB/s on the
- * development machine, against 7.8 GB/s vectorized.  The order of the
+ * development machine, against 7.6 GB/s vectorized.  The order of the
  * engine's words is unchanged: each group of four reads only words no
  * other lane of the group writes.
  */
