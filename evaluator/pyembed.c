@@ -647,6 +647,7 @@ static PyObject *request_dict(const struct proto_request *rq)
 	    put(d, "language", text(rq->language)) ||
 	    put(d, "precision", text(rq->precision)) ||
 	    put(d, "baseline", text(rq->baseline && *rq->baseline ? rq->baseline : "eager")) ||
+	    put(d, "plan", text(rq->plan)) ||
 	    put(d, "jit_exec", PyBool_FromLong(proto_request_jit_exec(rq))) ||
 	    put(d, "run_exec", PyBool_FromLong(proto_request_run_exec(rq)))) {
 		Py_DECREF(d);

@@ -22,6 +22,7 @@
 	X(nvcc)				\
 	X(build)			\
 	X(env)				\
+	X(plan_cache)			\
 	X(worker_gpu)			\
 	X(worker_outputs)		\
 	X(worker_memory)		\

@@ -524,6 +524,7 @@ class DataPath:
         keys (gen_inputs, fetch_compare).  Returns (ns, replies, raw ns,
         mismatch message or None), the first three by role."""
         t_pair = time.monotonic()
+        self.mem_step = what
         # The reference's timed calls skip its integrity facts once
         # REF_FULL_FETCHES of its calls have shown them (fetch_ref).
         light = (timed and kind is None and bool(self.plain_mag) and

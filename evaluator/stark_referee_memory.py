@@ -35,9 +35,11 @@ Time spent waiting for memory is the evaluator's: it is reported
 (env.mem_wait_ms) and a wait that reaches the deadline is an error.
 """
 
+import json
 import time
 
 import stark_memory as M
+import stark_plan_cache
 import stark_wire as W
 from stark_referee_common import Verdict, dict_field, int_field
 
@@ -87,6 +89,14 @@ class MemoryPlan:
         # its plan (the evaluator's estimate fell short, its or theirs):
         # evaluate() then judges it again alone (req["mem_alone"]).
         self.mem_retry = None
+        # What the workers' allocators held (note_held): the pair under
+        # way (run_pair names it), each one's largest peak and where it was
+        # read, each one's last reading, and the most both held at once.
+        self.plan_fp = None         # stark_plan_cache's fingerprint
+        self.mem_step = "loading"
+        self.held_peak = {"ref": (0, ""), "cand": (0, "")}
+        self.held_now = {"ref": 0, "cand": 0}
+        self.held_both = 0
 
     def note_mem(self, role, what, reply):
         """Keeps a worker's memory figures from a reply (LOAD, GEN, CALL)."""
@@ -98,6 +108,30 @@ class MemoryPlan:
                                                      "peak_reserved", "free", "total")}
         if role == "ref" and int_field(mem, "total"):
             self.dev_total = int_field(mem, "total")
+        self.note_held(role, what, seen[what])
+
+    def note_held(self, role, what, fig):
+        """env.mem_held: the most each worker's allocator held (its peak of
+        reserved bytes since its last reading, read at each untimed reply)
+        and the most both held at once (one's peak beside the other's last
+        reading), against the reservation.  An allocator keeps what it
+        freed for reuse, so each holds about its own largest phase from
+        then on, whatever phase the other is in: the figure the plan's
+        phases are checked against (a diagnostic; the CUDA contexts are
+        not in it)."""
+        peak = max(fig.get("peak_reserved", 0), fig.get("reserved", 0))
+        if peak > self.held_peak[role][0]:
+            self.held_peak[role] = (peak, "%s of %s" % (what, self.mem_step))
+        other = "cand" if role == "ref" else "ref"
+        self.held_both = max(self.held_both, peak + self.held_now[other])
+        self.held_now[role] = fig.get("reserved", 0)
+        parts = ["%s at most %s (read at the %s)" % (
+            name, _fmt(self.held_peak[r][0]), self.held_peak[r][1])
+            for r, name in (("ref", "reference"), ("cand", "candidate"))
+            if self.held_peak[r][0]]
+        self.res["env"]["mem_held"] = ("%s; both at once at most %s%s" % (
+            ", ".join(parts), _fmt(self.held_both),
+            ", %s reserved" % _fmt(self.mem_reserved) if self.mem_reserved else ""))[:400]
 
     def budget(self):
         return M.budget(self.dev_total)
@@ -161,9 +195,17 @@ class MemoryPlan:
         if not self.cuda and not budget:
             return
         t0 = time.monotonic()
-        est = self.command(self.ref, W.PLAN, {"init_seed": 0}, "estimating the footprint")
+        kept, publish = self.plan_kept()
+        est = self.command(self.ref, W.PLAN, {"init_seed": 0, "estimate": kept is None},
+                           "estimating the footprint")
         self.startup_part("plan", t0)
         self.note_started(est.get("started"))
+        fwd_s = _forward_s(est.get("started"))
+        if kept is not None:
+            est.update(kept)
+            fwd_s = kept["fwd_s"]
+        elif publish:
+            self.plan_publish(est, fwd_s)
         self.note_mem("ref", "plan", est)
         self.note_planned_launch(est)
         if self.cuda:
@@ -203,7 +245,6 @@ class MemoryPlan:
             want = self.mplan.need
         else:
             want = budget
-        fwd_s = _forward_s(est.get("started"))
         if fwd_s is not None and fwd_s > SHAPE_EST_MAX_S:
             env["shape_estimate"] = ("skipped: the estimate's forward on meta took %.1f s; "
                                      "the shape probe is planned from its inputs" % fwd_s)
@@ -217,6 +258,32 @@ class MemoryPlan:
             self.startup_part("admit", t)
         self.res["stage_ms"]["startup_ms"] = self.res["stage_ms"].get("startup_ms", 0.0) + \
             (time.monotonic() - t0) * 1e3
+
+    def plan_kept(self):
+        """(the estimate an earlier evaluation of this problem made, which
+        the request carries, or None; whether to hand a new one back):
+        stark_plan_cache.  env.plan_cache says which and why."""
+        env = self.res["env"]
+        if not self.req.get("cache_dir"):
+            return None, False
+        try:
+            self.plan_fp = stark_plan_cache.fingerprint()
+        except Exception as e:
+            env["plan_cache"] = ("unused: %s" % W.exc_text(e))[:200]
+            return None, False
+        kept, why = stark_plan_cache.kept(self.req.get("plan"), self.plan_fp)
+        env["plan_cache"] = "kept from an earlier evaluation" if kept else "made: %s" % why
+        return kept, kept is None
+
+    def plan_publish(self, est, fwd_s):
+        """The estimate handed to the orchestrator to keep (env
+        plan_publish, which it drops from the result)."""
+        doc = stark_plan_cache.entry_of(est, fwd_s, self.plan_fp)
+        if doc is None:
+            return
+        text = json.dumps(doc, sort_keys=True)
+        if len(text) <= stark_plan_cache.ENTRY_MAX:
+            self.res["env"]["plan_publish"] = text
 
     def make_plan(self, ref, cand, budget, places=1):
         """self.mplan from footprints (never wider than the last plan: a

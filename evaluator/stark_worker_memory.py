@@ -329,7 +329,10 @@ class Memory:
         self.est_marks = {"measured": time.monotonic()}
         try:
             sizes = args.get("sizes") if isinstance(args.get("sizes"), dict) else {}
-            reply.update(self._estimate(int(args.get("init_seed", 0)), sizes))
+            # "estimate": false where the referee holds this problem's
+            # estimate from an earlier evaluation (stark_plan_cache).
+            if args.get("estimate", True) is not False:
+                reply.update(self._estimate(int(args.get("init_seed", 0)), sizes))
         except BaseException as e:
             reply["error"] = W.exc_text(e)
         # The worker's start, step by step (Worker.started), for the

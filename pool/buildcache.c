@@ -8,6 +8,8 @@
  *				stage's build folder, then .stark-entry;
  *				never changed once renamed into place
  *	store/failed/KEY	a remembered compile error (JSON: message, log)
+ *	store/plans/KEY		a problem's footprint estimate (JSON), kept
+ *				for its later evaluations (stark_plan_cache.py)
  *	scratch/PID-XXXXXX/	one evaluation's build folder while it runs
  *
  * Every jail sees store/ read-only; the compile jail also sees its own
@@ -48,6 +50,8 @@
 #define ENTRY_MARK ".stark-entry"
 
 static const char key_version[] = "stark-build-2";
+/* evaluator/stark_plan_cache.py's KEY_VERSION. */
+static const char plan_version[] = "stark-plan-1";
 
 static void hex(const uint8_t *d, size_t n, char *out)
 {
@@ -262,7 +266,7 @@ static void sweep(const char *root, const char *a, const char *b)
 int evalrun_cache_prepare(const char *root, char *err, size_t errlen)
 {
 	static const char *const dirs[][2] = {
-	    {"store", "builds"}, {"store", "failed"}, {"scratch", NULL}};
+	    {"store", "builds"}, {"store", "failed"}, {"store", "plans"}, {"scratch", NULL}};
 	static bool swept;
 
 	for (size_t i = 0; i < ST_ARRAY_LEN(dirs); i++) {
@@ -282,6 +286,7 @@ int evalrun_cache_prepare(const char *root, char *err, size_t errlen)
 		sweep(root, "scratch", NULL);
 		sweep(root, "store", "builds");
 		sweep(root, "store", "failed");
+		sweep(root, "store", "plans");
 	}
 	return 0;
 }
@@ -506,13 +511,37 @@ out:
 	return rc;
 }
 
+/* Writes text to root/store/DIR/KEY: a temporary file renamed into
+ * place.  0 or ST_EIO (printed, naming what). */
+static int store_doc(const char *root, const char *dir, const char *key, const char *text,
+		     const char *what)
+{
+	char tmp[64];
+	int dfd, fd, rc = 0;
+
+	dfd = open_dir(root, "store", dir);
+	snprintf(tmp, sizeof(tmp), ".tmp-%d-%llu", (int)getpid(), (unsigned long long)clock_mono_ns());
+	fd = dfd < 0 ? -1 : openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || io_write_full(fd, text, strlen(text)) || fsync(fd) < 0 ||
+	    renameat(dfd, tmp, dfd, key) < 0) {
+		rc = stark_error(ST_EIO, "build cache: cannot %s in %s/store/%s: %s", what, root, dir,
+				 strerror(errno));
+		if (dfd >= 0)
+			unlinkat(dfd, tmp, 0);
+	}
+	if (fd >= 0)
+		close(fd);
+	if (dfd >= 0)
+		close(dfd);
+	return rc;
+}
+
 int evalrun_remember_failure(const char *root, const char *key, const char *message,
 			     const char *log)
 {
-	char tmp[64];
 	json_t *doc;
 	char *text;
-	int dfd, fd, rc = 0;
+	int rc;
 
 	if (!evalrun_key_valid(key))
 		return ST_EINVAL;
@@ -521,20 +550,100 @@ int evalrun_remember_failure(const char *root, const char *key, const char *mess
 	json_decref(doc);
 	if (!text)
 		return ST_ENOMEM;
-	dfd = open_dir(root, "store", "failed");
-	snprintf(tmp, sizeof(tmp), ".tmp-%d-%llu", (int)getpid(), (unsigned long long)clock_mono_ns());
-	fd = dfd < 0 ? -1 : openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0 || io_write_full(fd, text, strlen(text)) || fsync(fd) < 0 ||
-	    renameat(dfd, tmp, dfd, key) < 0) {
-		rc = stark_error(ST_EIO, "build cache: cannot remember a failed build in %s/store/failed: %s",
-				 root, strerror(errno));
-		if (dfd >= 0)
-			unlinkat(dfd, tmp, 0);
-	}
-	if (fd >= 0)
-		close(fd);
-	if (dfd >= 0)
-		close(dfd);
+	rc = store_doc(root, "failed", key, text, "remember a failed build");
 	free(text);
 	return rc;
+}
+
+int evalrun_plan_key(const char *device, const char *problem, size_t plen,
+		     char out[EVALRUN_KEY_LEN + 1])
+{
+	char ph[EVALRUN_KEY_LEN + 1], text[256];
+	int n;
+
+	if (!device)
+		return ST_EINVAL;
+	sha256_hex(problem ? problem : "", problem ? plen : 0, ph);
+	n = snprintf(text, sizeof(text), "%s\ndevice %s\nproblem %s\n", plan_version,
+		     str_starts(device, "cuda") ? "cuda" : "cpu", ph);
+	if (n < 0 || (size_t)n >= sizeof(text))
+		return ST_EINVAL;
+	sha256_hex(text, (size_t)n, out);
+	return 0;
+}
+
+/* Whether doc is an estimate as the referee makes it: an object of
+ * exactly these fields, each a number >= 0 (the first five integers), and
+ * the fingerprint it was made under. */
+static bool plan_doc_valid(json_t *doc)
+{
+	static const char *const fields[] = {"in", "out", "weights", "fwd", "kernels",
+					     "gpu_us_least", "fwd_s"};
+	json_t *fp = json_object_get(doc, "fp");
+
+	if (!json_is_object(doc) || json_object_size(doc) != ST_ARRAY_LEN(fields) + 1 ||
+	    !json_is_string(fp) || !evalrun_key_valid(json_string_value(fp)))
+		return false;
+	for (size_t i = 0; i < ST_ARRAY_LEN(fields); i++) {
+		json_t *v = json_object_get(doc, fields[i]);
+
+		if (i < 5 ? !json_is_integer(v) || json_integer_value(v) < 0
+			  : !json_is_number(v) || !(json_number_value(v) >= 0))
+			return false;
+	}
+	return true;
+}
+
+int evalrun_plan_store(const char *root, const char *key, const char *text)
+{
+	json_t *doc;
+	char *out;
+	int rc;
+
+	if (!evalrun_key_valid(key) || !text || strlen(text) > PROTO_PLAN_MAX)
+		return ST_EINVAL;
+	doc = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+	if (!plan_doc_valid(doc)) {
+		json_decref(doc);
+		return ST_EINVAL;
+	}
+	/* Written as we print it, never the referee's bytes as they came. */
+	out = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(doc);
+	if (!out)
+		return ST_ENOMEM;
+	rc = strlen(out) > PROTO_PLAN_MAX ? ST_EINVAL
+					  : store_doc(root, "plans", key, out, "keep an estimate");
+	free(out);
+	return rc;
+}
+
+bool evalrun_plan_load(const char *root, const char *key, char buf[PROTO_PLAN_MAX + 1])
+{
+	char path[PATH_MAX];
+	ssize_t n = -1;
+	int fd;
+
+	buf[0] = '\0';
+	if (!evalrun_key_valid(key) ||
+	    snprintf(path, sizeof(path), "%s/store/plans/%s", root, key) >= (int)sizeof(path))
+		return false;
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0) {
+		size_t got = 0;
+		ssize_t r;
+
+		while (got < PROTO_PLAN_MAX + 1 &&
+		       ((r = read(fd, buf + got, PROTO_PLAN_MAX + 1 - got)) > 0 ||
+			(r < 0 && errno == EINTR)))
+			got += r > 0 ? (size_t)r : 0;
+		n = (ssize_t)got;
+		close(fd);
+	}
+	if (n <= 0 || n > PROTO_PLAN_MAX || memchr(buf, '\0', (size_t)n)) {
+		buf[0] = '\0';
+		return false;
+	}
+	buf[n] = '\0';
+	return true;
 }

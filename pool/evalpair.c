@@ -60,6 +60,8 @@ struct evalrun_pair {
 	/* The build cache; root "" when the request names none. */
 	char root[PATH_MAX], store[PATH_MAX], scratch[PATH_MAX], entry[PATH_MAX];
 	char key[EVALRUN_KEY_LEN + 1];
+	char plan_key[EVALRUN_KEY_LEN + 1]; /* the footprint estimate's, "" = none */
+	char plan[PROTO_PLAN_MAX + 1];	    /* its text, the request's "plan" */
 	char note[320];		     /* env build_cache: what became of the build */
 	struct sandbox_bind cbinds[EVALRUN_BINDS_MAX + 1], rbinds[EVALRUN_BINDS_MAX + 1];
 };
@@ -101,6 +103,14 @@ static int cache_start(struct evalrun_pair *p, const char *root, bool builds)
 	if (snprintf(p->store, sizeof(p->store), "%s/store", p->root) >= (int)sizeof(p->store))
 		return stark_error(ST_ETOOBIG, "evalrun: the build cache's path is too long");
 	p->stage.cache_dir = p->store;
+	/* The problem's footprint estimate, where an earlier evaluation of
+	 * it left one (the referee checks it was made as it would make it). */
+	if (!evalrun_plan_key(p->stage.device, p->stage.problem_src,
+			      p->stage.problem_len || !p->stage.problem_src ? p->stage.problem_len
+								    : strlen(p->stage.problem_src),
+			      p->plan_key) &&
+	    evalrun_plan_load(p->root, p->plan_key, p->plan))
+		p->stage.plan = p->plan;
 	if (!builds)
 		return 0;
 	rc = evalrun_scratch_make(p->root, p->scratch, sizeof(p->scratch));
@@ -193,7 +203,8 @@ static bool env_is(const struct proto_result *rs, const char *key, const char *v
 /* The referee's words to us alone, left out of the result. */
 static void env_drop_internal(struct proto_result *rs)
 {
-	static const char *const internal[] = {"build_toolchain", "build_publish", "build_remember"};
+	static const char *const internal[] = {"build_toolchain", "build_publish", "build_remember",
+					       "plan_publish", "plan_torch"};
 	uint32_t k = 0;
 
 	for (uint32_t i = 0; i < rs->nenv; i++) {
@@ -288,6 +299,21 @@ static int after_build(struct evalrun_pair *p)
 	return 0;
 }
 
+/* The referee estimated the problem's footprint (its env plan_publish):
+ * kept in the store for the problem's later evaluations, under the key
+ * computed at the start.  Best effort: an estimate not kept is made
+ * again. */
+static void after_plan(struct evalrun_pair *p)
+{
+	const char *doc = evalrun__env_of(&p->res, "plan_publish");
+
+	if (!doc || !p->plan_key[0] || p->canceled)
+		return;
+	if (evalrun_plan_store(p->root, p->plan_key, doc) == ST_EINVAL)
+		stark_warn("build cache: the footprint estimate of %s is not kept: malformed",
+			   p->stage.id);
+}
+
 /* The process in er ended: take its result; start the run stage if due. */
 static int stage_done(struct evalrun_pair *p)
 {
@@ -299,8 +325,9 @@ static int stage_done(struct evalrun_pair *p)
 	rc = evalrun_finish(p->er, &p->res, &p->info);
 	if (!rc && builder && !p->canceled)
 		rc = after_build(p);
-	if (builder)
-		env_drop_internal(&p->res);
+	if (!rc)
+		after_plan(p);
+	env_drop_internal(&p->res);
 	if (!rc && builder && p->note[0] && !(p->split && p->res.status == PROTO_ST_COMPILED) &&
 	    proto_result_add_env(&p->res, "build_cache", p->note) == ST_ENOMEM)
 		rc = ST_ENOMEM;

@@ -401,6 +401,7 @@ void evalrun_pair_free(struct evalrun_pair *p);
  * The build cache (buildcache.c).  Under its root:
  *	store/builds/KEY/	published builds (immutable once in place)
  *	store/failed/KEY	remembered compile errors (JSON: message, log)
+ *	store/plans/KEY		problems' footprint estimates (JSON)
  *	scratch/PID-XXXXXX/	one evaluation's build folder while it runs
  * Only the orchestrator writes store/, after the compile stage's process
  * tree is gone; every jail sees it read-only, and the compile jail writes
@@ -455,6 +456,21 @@ ST_WUR int evalrun_publish(const char *root, const char *key, const char *scratc
  * ST_ENOMEM or ST_EIO (printed). */
 ST_WUR int evalrun_remember_failure(const char *root, const char *key, const char *message,
 				    const char *log);
+/*
+ * A problem's footprint estimate, kept for its later evaluations
+ * (evaluator/stark_plan_cache.py).  evalrun_plan_key: the entry's key,
+ * SHA-256 (hex, into out) of the key version, the device kind and the
+ * SHA-256 of the problem's bytes.  evalrun_plan_load: the entry's text
+ * into buf (at most PROTO_PLAN_MAX bytes, no NUL), true; false (buf "")
+ * where there is none.  evalrun_plan_store: writes the estimate text (the
+ * referee's JSON, checked to be exactly an estimate's fields and
+ * fingerprint, and written as printed here) to root/store/plans/key.  0,
+ * ST_EINVAL (not an estimate), ST_ENOMEM or ST_EIO (printed).
+ */
+ST_WUR int evalrun_plan_key(const char *device, const char *problem, size_t plen,
+			    char out[EVALRUN_KEY_LEN + 1]);
+bool evalrun_plan_load(const char *root, const char *key, char buf[PROTO_PLAN_MAX + 1]);
+ST_WUR int evalrun_plan_store(const char *root, const char *key, const char *text);
 
 /*
  * Reads a problem and a solution file into rq's sources and names (rq

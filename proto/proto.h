@@ -42,6 +42,7 @@
 #define PROTO_PREFIX_LEN 4		  /* bytes of the length prefix */
 #define PROTO_FRAME_MAX (64u << 20)	  /* one frame's body, bytes */
 #define PROTO_SRC_MAX (4u << 20)	  /* problem or solution source */
+#define PROTO_PLAN_MAX 2048		  /* a footprint estimate (JSON) */
 #define PROTO_NAME_MAX 256		  /* names, ids, short strings */
 #define PROTO_PATH_MAX 4096		  /* paths */
 #define PROTO_MESSAGE_MAX (64u << 10)	  /* human message */
@@ -182,6 +183,12 @@ struct proto_request {
 					   mode) and the result carries both
 					   speedups (docs/BENCH.md); "" = eager
 					   [""] */
+	char *plan;			/* "plan": the problem's footprint
+					   estimate kept from an earlier
+					   evaluation (JSON, written by the
+					   referee, kept by the orchestrator:
+					   evaluator/stark_plan_cache.py);
+					   "" = none; <= PROTO_PLAN_MAX [""] */
 };
 
 struct proto_kv {

@@ -72,6 +72,7 @@ static const struct proto_field request_fields[] = {
 	ROW_STR(RQ(language), "language", false, PROTO_NAME_MAX),
 	ROW_STR(RQ(precision), "precision", false, PROTO_NAME_MAX),
 	ROW_STR(RQ(baseline), "baseline", false, PROTO_NAME_MAX),
+	ROW_STR(RQ(plan), "plan", false, PROTO_PLAN_MAX),
 };
 
 static const struct proto_field result_fields[] = {

@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <jansson.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -1076,6 +1077,75 @@ START_TEST(cache_remember_failure)
 }
 END_TEST
 
+/* The footprint estimate kept for a problem's later evaluations: its key
+ * (device kind and problem bytes only: vector), stored only where the
+ * text is exactly an estimate, written as printed here, read back within
+ * PROTO_PLAN_MAX bytes and never through a link. */
+START_TEST(cache_plan_entry)
+{
+	static const char prob[] = "class Model: pass\n";
+	static const char fp[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	char root[] = "/tmp/stark-unit-cache.XXXXXX", err[512], key[EVALRUN_KEY_LEN + 1],
+	     cpu[EVALRUN_KEY_LEN + 1], buf[PROTO_PLAN_MAX + 1], dir[PATH_MAX], doc[512],
+	     big[PROTO_PLAN_MAX + 64];
+	int dfd;
+	const char *bad[] = {
+	    "{\"in\":1,\"out\":2,\"weights\":0,\"fwd\":3,\"kernels\":4,\"gpu_us_least\":1.5}",
+	    "{\"in\":-1,\"out\":2,\"weights\":0,\"fwd\":3,\"kernels\":4,\"gpu_us_least\":1.5,\"fwd_s\":0,\"fp\":\"%s\"}",
+	    "{\"in\":1.5,\"out\":2,\"weights\":0,\"fwd\":3,\"kernels\":4,\"gpu_us_least\":1.5,\"fwd_s\":0,\"fp\":\"%s\"}",
+	    "{\"in\":1,\"out\":2,\"weights\":0,\"fwd\":3,\"kernels\":4,\"gpu_us_least\":1.5,\"fwd_s\":0,\"fp\":\"../x\"}",
+	    "{\"in\":1,\"out\":2,\"weights\":0,\"fwd\":3,\"kernels\":4,\"gpu_us_least\":1.5,\"fwd_s\":0,\"fp\":\"%s\",\"x\":1}",
+	    "{\"in\":1,\"in\":1,\"weights\":0,\"fwd\":3,\"kernels\":4,\"gpu_us_least\":1.5,\"fwd_s\":0,\"fp\":\"%s\"}",
+	    "[1,2]", "not json"};
+
+	ck_assert_int_eq(evalrun_plan_key("cuda:1", prob, strlen(prob), key), 0);
+	ck_assert_str_eq(key, "fba1d3cc2cbdfae10b341e4a0443ae658e5e5879ead448798ed8309be37bd396");
+	ck_assert_int_eq(evalrun_plan_key("cpu", prob, strlen(prob), cpu), 0);
+	ck_assert_str_ne(key, cpu);
+	ck_assert_int_eq(evalrun_plan_key(NULL, prob, 1, cpu), ST_EINVAL);
+
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	ck_assert_int_eq(evalrun_cache_prepare(root, err, sizeof(err)), 0);
+	ck_assert(!evalrun_plan_load(root, key, buf));
+	ck_assert_str_eq(buf, "");
+	snprintf(doc, sizeof(doc), "{\"kernels\": 4, \"in\": 1, \"out\": 2, \"weights\": 0, "
+		 "\"fwd\": 3, \"gpu_us_least\": 1.5, \"fwd_s\": 0.25, \"fp\": \"%s\"}", fp);
+	ck_assert_int_eq(evalrun_plan_store(root, key, doc), 0);
+	ck_assert(evalrun_plan_load(root, key, buf));
+	snprintf(doc, sizeof(doc), "{\"fp\":\"%s\",\"fwd\":3,\"fwd_s\":0.25,\"gpu_us_least\":1.5,"
+		 "\"in\":1,\"kernels\":4,\"out\":2,\"weights\":0}", fp);
+	ck_assert_str_eq(buf, doc);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char text[512];
+
+		snprintf(text, sizeof(text), bad[i], fp);
+		ck_assert_msg(evalrun_plan_store(root, key, text) == ST_EINVAL, "stored: %s", text);
+	}
+	ck_assert(evalrun_plan_load(root, key, buf));
+	ck_assert_str_eq(buf, doc); /* the refused ones changed nothing */
+	memset(big, ' ', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	memcpy(big, doc, strlen(doc));
+	ck_assert_int_eq(evalrun_plan_store(root, key, big), ST_EINVAL);
+	ck_assert_int_eq(evalrun_plan_store(root, "../../x", doc), ST_EINVAL);
+
+	/* Read back: not through a link, nor past PROTO_PLAN_MAX bytes. */
+	at(dir, root, "store/plans");
+	put(dir, "target", doc);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ck_assert_int_ge(dfd, 0);
+	ck_assert_int_eq(symlinkat("target", dfd, cpu), 0);
+	ck_assert(!evalrun_plan_load(root, cpu, buf));
+	ck_assert_int_eq(unlinkat(dfd, cpu, 0), 0);
+	close(dfd);
+	put(dir, cpu, big);
+	ck_assert(!evalrun_plan_load(root, cpu, buf));
+	ck_assert_str_eq(buf, "");
+	ck_assert(!evalrun_plan_load(root, "nope", buf));
+	evalrun_tree_remove(root);
+}
+END_TEST
+
 /* The run jail's memory: the machine's share per evaluation in flight,
  * never below the floor, and $STARK_RUN_MEM_MIB over all of it. */
 START_TEST(run_mem_share)
@@ -1161,6 +1231,7 @@ static Suite *pool_suite(void)
 	tcase_add_test(e, cache_publish);
 	tcase_add_test(e, cache_caps_and_depth);
 	tcase_add_test(e, cache_remember_failure);
+	tcase_add_test(e, cache_plan_entry);
 	suite_add_tcase(s, e);
 	return s;
 }
