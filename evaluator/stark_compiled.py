@@ -258,7 +258,10 @@ class CompiledRef:
         t0 = time.monotonic()
         reply = {}
         try:
-            reply = self._compile_ref(folder, max(warm_max, WARM_MIN + 1))
+            # Out-of-memory errors inductor's autotuning catches are the
+            # baseline's, never the eager forward's (mem_facts' "ooms").
+            with self.ours_oom():
+                reply = self._compile_ref(folder, max(warm_max, WARM_MIN + 1))
         except BaseException as e:
             if not isinstance(e, Exception) and not is_oom(e):
                 raise

@@ -88,7 +88,14 @@ class IpcInputs:
     def gen_ipc(self, args, what, light):
         """A timed pair's GEN with delivered inputs; returns the input bytes,
         or None where this pair's cannot be delivered (the caller makes
-        them as before)."""
+        them as before).  Inputs the trials showed to be over IPC_MAX
+        are not tried: the workers would make a staging copy and a
+        decoy's inputs for nothing."""
+        if self.input_bytes > IPC_MAX:
+            self.ipc_state = "off"
+            self.note_ipc("inputs of %d MiB (delivered: up to %d MiB)" % (
+                self.input_bytes >> 20, IPC_MAX >> 20))
+            return None
         decoy = dict(args, seed=derive(self.seed, "decoy-%d" % args["seed"]), ipc_export=True)
         rargs = dict(args, ipc_stage=True)
         if light:

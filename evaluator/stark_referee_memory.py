@@ -97,6 +97,8 @@ class MemoryPlan:
         self.held_peak = {"ref": (0, ""), "cand": (0, "")}
         self.held_now = {"ref": 0, "cand": 0}
         self.held_both = 0
+        # Out-of-memory errors a library caught in each worker (note_ooms).
+        self.ooms_seen = {"ref": 0, "cand": 0}
 
     def note_mem(self, role, what, reply):
         """Keeps a worker's memory figures from a reply (LOAD, GEN, CALL)."""
@@ -109,6 +111,42 @@ class MemoryPlan:
         if role == "ref" and int_field(mem, "total"):
             self.dev_total = int_field(mem, "total")
         self.note_held(role, what, seen[what])
+        self.note_ooms(role, what, int_field(mem, "ooms"))
+
+    def note_ooms(self, role, what, n):
+        """A worker's allocator ran out of device memory and something
+        other than the evaluator caught it and went on (stark_worker_memory
+        mem_facts' "ooms"): a library inside the forward.  cuDNN, short of
+        memory for the workspace of the algorithm it chose, runs another
+        and keeps it for the process, with other results and another time:
+        on the H100, beside three other evaluations, the honest copy of
+        KernelBench level 1's problem 77 (a transposed 3-D convolution) ran
+        one algorithm with a 545 MiB workspace and its reference another,
+        and 1.05 million of 143 million elements differed by up to 3.3e-4:
+        judged incorrect.  Beside other evaluations that is the evaluator's
+        doing, whichever worker met it: judged again alone
+        (stark_referee._again_alone).  Alone, with the whole budget, it is
+        the problem's own need meeting the device: said in env.mem_caught."""
+        if n <= self.ooms_seen[role]:
+            return
+        self.ooms_seen[role] = n
+        text = "%s's worker met %d out-of-memory error%s that code inside the forward " \
+            "caught and went on from (read at the %s of %s)" % (
+                "the reference" if role == "ref" else "the candidate", n,
+                "" if n == 1 else "s", what, self.mem_step)
+        others, held = 0, 0
+        if self.ledger is not None and not self.req.get("mem_alone"):
+            held, _, others = self.ledger.others()
+        if others > 0:
+            text += " beside %d other evaluations reserving %s" % (others, _fmt(held))
+            self.res["env"]["mem_caught"] = text[:400]
+            self.mem_retry = text
+            raise Verdict("error", "%s: a library such as cuDNN then runs another algorithm, "
+                          "with other results and another time (the evaluator's limit, not "
+                          "the candidate's doing)" % text, ours=True)
+        self.res["env"]["mem_caught"] = ("%s, with %s reserved for this evaluation: a library "
+                                         "such as cuDNN then runs another algorithm" % (
+                                             text, _fmt(self.mem_reserved)))[:400]
 
     def note_held(self, role, what, fig):
         """env.mem_held: the most each worker's allocator held (its peak of

@@ -498,6 +498,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef, Delivery, IpcDeliv
         if mem:
             info["mem"] = mem
         if self.role == "ref" and isinstance(args.get("repeat"), dict):
+            n0 = self.ooms_total()
             try:
                 room = args.get("repeat_room")
                 info["repeat"] = self.repeat_check(args["repeat"],
@@ -505,7 +506,9 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef, Delivery, IpcDeliv
             except Exception as e:
                 if not is_oom(e):
                     raise
-                # No room for a second run: no check (the trial goes on).
+                # No room for a second run: no check (the trial goes on),
+                # and the error the evaluator's own (mem_facts' "ooms").
+                self.ooms_ours += max(self.ooms_total() - n0, 0)
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
                 info["repeat"] = {"skipped": "out of memory"}

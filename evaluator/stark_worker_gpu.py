@@ -252,6 +252,13 @@ class GpuTiming:
         return self._timed(launches, gate_us=min(GATE_MAX_US, 2000 + 20 * n))[1]
 
     def _timed_reference(self, reps):
+        """See _timed_reference_run; out-of-memory errors met there are the
+        evaluator's (the launch-mode probe builds a model of its own), not the forward's
+        (mem_facts' "ooms")."""
+        with self.ours_oom():
+            return self._timed_reference_run(reps)
+
+    def _timed_reference_run(self, reps):
         """TIMED_NOOP {"model": true, "reps": n}: this worker's launch mode
         on the problem's own reference model.  Asked for before any
         candidate code is loaded (the referee's match_modes), and refused
@@ -603,6 +610,13 @@ class GpuTiming:
         return 2 * BANDWIDTH_BYTES / best if best > 0 else 0.0
 
     def cmd_device_info(self, args):
+        """See _cmd_device_info_run; out-of-memory errors met there are the
+        evaluator's (the flush buffer, the bandwidth copy, the compare kernel), not the forward's
+        (mem_facts' "ooms")."""
+        with self.ours_oom():
+            return self._cmd_device_info_run(args)
+
+    def _cmd_device_info_run(self, args):
         """Reference only: facts about the GPU for the result (clocks,
         throttling, temperature and power through NVML; the L2 size; the
         copy rate when asked).  Never fails: what cannot be had is said.

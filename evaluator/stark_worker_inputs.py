@@ -96,6 +96,11 @@ class Inputs:
         self.exact_j = None
         self.sending = None
         self.cmp = None
+        if args.get("ipc_stage") is not True:
+            # A GEN that stages nothing: the last pair's staging copy (the
+            # reference's, stark_worker_ipc) goes before these inputs come.
+            self.ipc_stage = None
+            self.ipc_views = None
         # "light" (the reference's timed pairs): until the next GEN this
         # worker keeps nothing for its integrity facts and FETCH reports
         # none (stark_worker_outputs._describe_outputs): no weighted
@@ -213,7 +218,7 @@ class Inputs:
         have been the evaluator's own."""
         held = []
         try:
-            with self._in_pool(pool):
+            with self.ours_oom(), self._in_pool(pool):
                 for n in sizes:
                     if n:
                         held.append(torch.empty(n, dtype=torch.uint8, device=self.device))

@@ -35,6 +35,7 @@ A part of stark_worker.Worker (a mixin).
 import torch
 
 import stark_cuda
+import stark_memory as M
 import stark_wire as W
 from stark_worker_outputs import _same_bytes
 
@@ -78,7 +79,16 @@ class IpcDelivery:
     def ipc_stage_inputs(self):
         """The reference's GEN "ipc_stage": a copy of this pair's inputs
         (placed, the variant made), in the staging buffers of the last
-        pair where shapes agree."""
+        pair where shapes agree.  None over IPC_STAGE_MAX bytes (the
+        referee delivers no more, and the memory plan counts no copy
+        beyond it): a 16 GiB copy made for nothing, kept into the timing,
+        ran the reference of KernelBench level 1's problem 45 out of
+        device memory alone on the H100."""
+        if sum(x.numel() * x.element_size() for x in self.in_bufs) > M.IPC_STAGE_MAX:
+            self.ipc_stage = None
+            self.ipc_views = None
+            self.ipc_ready = False
+            return
         old = self.ipc_stage or []
         stage = []
         for i, x in enumerate(self.in_bufs):

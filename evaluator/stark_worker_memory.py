@@ -10,6 +10,7 @@ them to reserve memory and to tell whose allocations ran the device out,
 never to pass a candidate.
 """
 
+import contextlib
 import math
 import re
 import resource
@@ -269,10 +270,40 @@ def warm_meta():
 class Memory:
     """The part of Worker that reports memory and plans (PLAN)."""
 
+    # Out-of-memory errors that this worker's own code caught and went on
+    # from (ours_oom): left out of the count mem_facts reports.
+    ooms_ours = 0
+
+    def ooms_total(self):
+        """How many times torch's allocator on this worker's GPU ran out of
+        memory since the process began (its num_ooms), whoever caught the
+        error; 0 on CPUs."""
+        if self.device.type != "cuda":
+            return 0
+        try:
+            return int(torch.cuda.memory_stats(self.device).get("num_ooms", 0))
+        except Exception:
+            return 0
+
+    @contextlib.contextmanager
+    def ours_oom(self):
+        """Around evaluator code that catches running out of memory and
+        goes on (the scrub, the repeat check, torch.compile's baseline):
+        its out-of-memory errors are the evaluator's, not the forward's."""
+        n0 = self.ooms_total()
+        try:
+            yield
+        finally:
+            self.ooms_ours += max(self.ooms_total() - n0, 0)
+
     def mem_facts(self):
         """This worker's device memory, for the referee's plan: bytes
         allocated now and at the peak since the last reading (torch's
         allocator), and the device's free and total bytes.  {} on CPUs.
+        "ooms": the allocator's out-of-memory errors that the evaluator
+        did not catch itself (ours_oom) -- a library inside the forward:
+        cuDNN, short of memory for an algorithm's workspace, runs another
+        one, with other results and another time, and says nothing.
         The reference worker's L2 flush buffer (a block of its own, made
         once the model is loaded and kept) is left out of every figure: it
         is the evaluator's, not the model's."""
@@ -285,7 +316,8 @@ class Memory:
                      "peak": int(torch.cuda.max_memory_allocated(self.device)) - own,
                      "reserved": int(torch.cuda.memory_reserved(self.device)) - own,
                      "peak_reserved": int(torch.cuda.max_memory_reserved(self.device)) - own,
-                     "free": int(free), "total": int(total)}
+                     "free": int(free), "total": int(total),
+                     "ooms": max(self.ooms_total() - self.ooms_ours, 0)}
             torch.cuda.reset_peak_memory_stats(self.device)
             return facts
         except Exception:

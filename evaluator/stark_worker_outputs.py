@@ -578,6 +578,13 @@ class Outputs:
         cached = self.exact_j if jittered else self.exact
         if cached is not None:
             return cached
+        with self.ours_oom():
+            # The second opinion's own out-of-memory errors, caught here
+            # or by a library inside the float64 run, are the evaluator's
+            # (mem_facts' "ooms").
+            return self._exact_run(jittered)
+
+    def _exact_run(self, jittered):
         why = None
         try:
             if self.cmp and self.cmp.get("no_f64"):

@@ -21,6 +21,7 @@ sys.modules["stark_wire"] = types.SimpleNamespace(PLAN="plan")
 from tap import done, ok  # noqa: E402
 import stark_memory as M  # noqa: E402
 from stark_referee_lock import GpuLock  # noqa: E402
+from stark_referee_common import Verdict  # noqa: E402
 from stark_referee_memory import MemoryPlan  # noqa: E402
 
 GIB, MIB = M.GIB, M.MIB
@@ -34,6 +35,7 @@ class Ledger:
         self.bytes, self.grant, self.free_bytes, self.why = held, grant, free, why
         self.waited_s = 0.25
         self.gave_up = None
+        self.others_held, self.others_n = 0, 0
         self.asked = []
 
     def grow(self, nbytes, limit, until):
@@ -48,6 +50,9 @@ class Ledger:
 
     def free(self, limit):
         return self.free_bytes
+
+    def others(self):
+        return self.others_held, 0, self.others_n
 
     def resize(self, nbytes, limit):
         if nbytes > self.bytes:
@@ -234,5 +239,45 @@ ok(lin < sq and not fits and "evaluator's memory limit" in (why or ""),
    "inputs twice as large: the outputs and forward planned at four times", why)
 fits, why = ev.shape_room(1 * GIB)
 ok(fits, "inputs as large: the probe fits", why)
+
+# An out-of-memory error a library caught inside a forward (the workers'
+# "ooms": cuDNN then runs another algorithm): beside other evaluations the
+# evaluator's error, judged again alone; alone, said and nothing more.
+def ooms_reply(n):
+    return {"mem": {"alloc": GIB, "peak": GIB, "reserved": GIB, "peak_reserved": GIB,
+                    "free": 10 * GIB, "total": 80 * GIB, "ooms": n}}
+
+
+ev = Evaluation(small, Ledger(4 * GIB, 0))
+ev.ledger.others_held, ev.ledger.others_n = 30 * GIB, 3
+ev.mem_step = "trial 1 of 5"
+ev.note_mem("cand", "call", ooms_reply(0))
+ok(ev.mem_retry is None and "mem_caught" not in ev.res["env"],
+   "no caught out-of-memory error: nothing said")
+try:
+    ev.note_mem("ref", "call", ooms_reply(1))
+    raised = None
+except Verdict as v:
+    raised = v
+ok(raised is not None and raised.status == "error" and raised.ours and
+   "beside 3 other evaluations" in str(raised.message) and
+   "not the candidate's doing" in str(raised.message) and
+   ev.mem_retry is not None and "the reference's worker" in ev.mem_retry and
+   "trial 1 of 5" in ev.res["env"].get("mem_caught", ""),
+   "the reference's forward met one beside others: the evaluator's error, judged again alone",
+   raised and raised.message)
+ev = Evaluation(small, Ledger(4 * GIB, 0))
+ev.req["mem_alone"] = True
+ev.ledger.others_held, ev.ledger.others_n = 30 * GIB, 3
+raised = None
+try:
+    ev.note_mem("cand", "call", ooms_reply(2))
+    ev.note_mem("cand", "gen", ooms_reply(2))
+except Verdict as v:
+    raised = v
+ok(raised is None and ev.mem_retry is None and
+   "the candidate's worker met 2 out-of-memory errors" in ev.res["env"].get("mem_caught", ""),
+   "alone on the GPU: said in env.mem_caught, the verdict left to the checks",
+   ev.res["env"].get("mem_caught"))
 
 sys.exit(done())
