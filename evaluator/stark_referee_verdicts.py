@@ -110,6 +110,7 @@ class Verdicts:
         fails, worst_used, stop = [], 0.0, None
         for t, seed in enumerate(seeds):
             what = "KernelBench trial %d of %d" % (t + 1, n)
+            self.mem_step = what        # named by the memory notes (mem_held, mem_caught)
             try:
                 ahead = self.kb_inputs_ahead(seed, prec, what)
                 with self.gpu_shared(what, "kb_trials"):
