@@ -132,9 +132,9 @@ static void worker_child_setup(const int *keep, int nkeep, pid_t referee)
 	signal(SIGBUS, SIG_DFL);
 	signal(SIGFPE, SIG_DFL);
 	signal(SIGILL, SIG_DFL);
-	/* Only stdio, this worker's socket and the output window survive: the
-	   result channel (fd 3), the GPU lock (fd 4) and the other workers'
-	   sockets are closed. */
+	/* Only stdio, this worker's socket, the output window and its crash
+	   memfd survive: the result channel (fd 3), the GPU lock (fd 4) and
+	   the other workers' sockets and memfds are closed. */
 	for (int i = 0; i < nkeep; i++) {
 		close_range_or_loop(lo, (unsigned)keep[i] - 1);
 		lo = (unsigned)keep[i] + 1;
@@ -142,30 +142,39 @@ static void worker_child_setup(const int *keep, int nkeep, pid_t referee)
 	close_range_or_loop(lo, ~0u);
 }
 
-/* fork_worker(sock, window=-1): sock is the worker's socket, window an
-   optional second descriptor it keeps (the output window's memfd). */
+/* fork_worker(sock, window=-1, crash=-1): sock is the worker's socket,
+   window an optional second descriptor it keeps (the output window's
+   memfd), crash an optional third (the memfd its fault handler writes its
+   Python frames to when a fatal signal ends it). */
 static PyObject *py_fork_worker(PyObject *self, PyObject *args)
 {
 	pid_t pid, referee = getpid();
-	int keep[2], nkeep = 1, sock, window = -1;
+	int keep[3], nkeep = 0, sock, window = -1, crash = -1;
 
 	(void)self;
-	if (!PyArg_ParseTuple(args, "i|i", &sock, &window))
+	if (!PyArg_ParseTuple(args, "i|ii", &sock, &window, &crash))
 		return NULL;
-	if (sock <= EVAL_FD_RESULT || (window >= 0 && window <= EVAL_FD_RESULT) || window == sock) {
+	if (sock <= EVAL_FD_RESULT || (window >= 0 && window <= EVAL_FD_RESULT) ||
+	    (crash >= 0 && crash <= EVAL_FD_RESULT) || window == sock ||
+	    (crash >= 0 && (crash == sock || crash == window))) {
 		PyErr_SetString(PyExc_ValueError,
 				"fork_worker: the worker's descriptors must be distinct and above fd 3, "
 				"the result channel");
 		return NULL;
 	}
-	keep[0] = sock;
-	if (window >= 0) {
+	/* Ascending, as worker_child_setup closes the gaps between them. */
+	keep[nkeep++] = sock;
+	if (window >= 0)
 		keep[nkeep++] = window;
-		if (window < sock) {
-			keep[0] = window;
-			keep[1] = sock;
+	if (crash >= 0)
+		keep[nkeep++] = crash;
+	for (int i = 1; i < nkeep; i++)
+		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			int t = keep[j];
+
+			keep[j] = keep[j - 1];
+			keep[j - 1] = t;
 		}
-	}
 	PyOS_BeforeFork();
 	pid = fork();
 	if (pid == 0) {
@@ -327,7 +336,8 @@ static PyObject *py_mt_rand(PyObject *self, PyObject *args)
 }
 
 static PyMethodDef stark_methods[] = {
-	{"fork_worker", py_fork_worker, METH_VARARGS, "fork a worker keeping its socket (and window)"},
+	{"fork_worker", py_fork_worker, METH_VARARGS,
+	 "fork a worker keeping its socket (and window, crash memfd)"},
 	{"secret_seed", py_secret_seed, METH_NOARGS, "the master seed, then a second one, each once"},
 	{"narrow", py_narrow, METH_NOARGS, "install the narrow filter when jailed"},
 	{"set_dumpable", py_set_dumpable, METH_O, "prctl(PR_SET_DUMPABLE)"},

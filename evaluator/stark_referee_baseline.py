@@ -173,7 +173,7 @@ class Baseline:
         built again (no candidate code has run yet)."""
         old = self.ref
         old.kill()
-        old.chan.close()
+        old.release()
         self.workers.remove(old)
         self.ref = self.spawn("ref")
         self.talk(self.ref, "loading", self.ref.chan.send_json, W.LOAD,

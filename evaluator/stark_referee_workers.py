@@ -32,6 +32,11 @@ from stark_referee_common import LIMITS, Verdict, cut, dict_field
 
 ENDING_WAIT_S = 1.0           # how long a worker that hung up may take to exit
 PSTATS_WAIT_S = 5.0           # how long a worker's profile is waited for
+# A worker's fault handler's account (crash_frames): read up to, kept up to,
+# the innermost frame up to.
+CRASH_READ_MAX = 64 << 10
+CRASH_TEXT_MAX = 4000
+CRASH_AT_MAX = 200
 
 
 def py_profile_wanted():
@@ -69,6 +74,31 @@ class WorkerHandle:
         self.stopped = False
         self.status = None
         self.t_fork = None          # time.monotonic() before it was forked
+        # The memfd the worker's fault handler writes its Python frames to
+        # when a fatal signal ends it (stark_worker.main), or None.
+        self.crash_fd = None
+
+    def release(self):
+        """The channel and the crash memfd closed (the worker is gone)."""
+        self.chan.close()
+        if self.crash_fd is not None:
+            os.close(self.crash_fd)
+            self.crash_fd = None
+
+    def crash_frames(self):
+        """What the worker's fault handler wrote when a fatal signal ended
+        it, up to its list of extension modules, in printable ASCII and at
+        most CRASH_TEXT_MAX characters (the innermost frames), or "".  The worker's own
+        word: a candidate's process could have written anything there."""
+        if self.crash_fd is None:
+            return ""
+        try:
+            raw = os.pread(self.crash_fd, CRASH_READ_MAX, 0)
+        except OSError:
+            return ""
+        text = raw.decode("ascii", "replace").split("\nExtension modules:")[0]
+        text = "".join(c if c == "\n" or " " <= c <= "~" else "?" for c in text).strip()
+        return text[:CRASH_TEXT_MAX]
 
     def signal(self, sig):
         """To the worker's process group (what it spawned) and to the worker
@@ -102,6 +132,20 @@ class WorkerHandle:
     def kill(self):
         self.signal(signal.SIGKILL)
         self.reap(block=True)
+
+    def fault_at(self):
+        """The innermost Python frame of the faulting thread, from
+        crash_frames ("file, line N in name"), or ""."""
+        lines = self.crash_frames().splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith("Current thread") or line.startswith("Stack (most recent"):
+                for f in lines[i + 1:]:
+                    f = f.strip()
+                    if f.startswith("File "):
+                        return f[5:][:CRASH_AT_MAX]
+                    if not f:
+                        break
+        return ""
 
     def ending(self):
         """How the worker ended, in words (after it is gone)."""
@@ -176,9 +220,14 @@ class Workers:
 
     def spawn(self, role):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        crash = os.memfd_create("stark-crash-" + role, 0)
         t_fork = time.monotonic()
-        pid = _stark.fork_worker(child.fileno(),
-                                 -1 if self.window_fd is None else self.window_fd)
+        try:
+            pid = _stark.fork_worker(child.fileno(),
+                                     -1 if self.window_fd is None else self.window_fd, crash)
+        except BaseException:
+            os.close(crash)
+            raise
         if pid == 0:
             try:
                 # The C side closed these descriptors; forget them without
@@ -191,11 +240,14 @@ class Workers:
                 # enabling a second one while it runs raises.
                 if self.py_prof is not None:
                     self.py_prof.disable()
-                stark_worker.main(child, role, self.cfg(), self.problem)
+                for w in self.workers:
+                    w.crash_fd = None
+                stark_worker.main(child, role, dict(self.cfg(), crash_fd=crash), self.problem)
             finally:
                 os._exit(70)
         child.close()
         w = WorkerHandle(role, pid, W.Channel(parent, pid))
+        w.crash_fd = crash
         w.t_fork = t_fork
         w.chan.watch = self.sample_host
         self.workers.append(w)
@@ -208,7 +260,7 @@ class Workers:
         old = self.ref if role == "ref" else self.cand
         self.workers.remove(old)
         old.kill()
-        old.chan.close()
+        old.release()
         w = self.spawn(role)
         if role == "ref":
             self.ref = w
@@ -312,7 +364,7 @@ class Workers:
         folders removed."""
         for w in self.workers:
             w.kill()
-            w.chan.close()
+            w.release()
         self.workers = []
         # Only now, with the workers gone and their device memory with them,
         # is the reservation given up.
@@ -348,6 +400,15 @@ class Workers:
         if isinstance(exc, W.WorkerGone):
             how = w.ending()
             ours = False
+            # A fatal signal: the worker's Python frames at the fault (its
+            # fault handler's), the innermost named, all in the log.
+            frames = w.crash_frames() if "killed by signal" in how and "SIGKILL" not in how else ""
+            at = w.fault_at() if frames else ""
+            if at:
+                how += " at %s" % at
+            if cand:
+                # As a candidate's tracebacks: without the evaluator's frames.
+                frames = "\n".join(f for f in frames.splitlines() if '"<stark-eval>/' not in f)
             if "SIGKILL" in how:
                 # Perhaps the kernel's OOM victim: the run jail's account
                 # says so, and this judgement says whose fault it was
@@ -362,8 +423,9 @@ class Workers:
                                 self.req.get("host_mem_mib"), self.host_text()))
             if cand:
                 return Verdict("crashed", "candidate worker %s during %s" % (how, what),
-                               ours=ours)
-            return Verdict("error", "reference worker %s during %s" % (how, what), ours=ours)
+                               frames, ours=ours)
+            return Verdict("error", "reference worker %s during %s" % (how, what), frames,
+                           ours=ours)
         if isinstance(exc, W.WireError):
             w.kill()
             if cand:

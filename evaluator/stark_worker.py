@@ -33,6 +33,7 @@ The worker is one class, Worker, in parts: its GPU machinery for timing
 are modules of their own.
 """
 
+import faulthandler
 import json
 import os
 import random
@@ -768,6 +769,15 @@ def main(sock, role, cfg, problem):
             traceback.print_exc()
             _PROF = None
     _oom_first()
+    if type(cfg.get("crash_fd")) is int:
+        # A fatal signal (a fault in native code: the candidate's, a
+        # library's) writes this thread's Python frames to the referee's
+        # memfd, then ends the worker with that signal as before (the
+        # referee names both: stark_referee_workers.crash_frames).
+        try:
+            faulthandler.enable(file=cfg["crash_fd"], all_threads=False)
+        except Exception:
+            pass
     try:
         chan = W.Channel(sock)
         Worker(chan, role, cfg, problem).serve()

@@ -172,7 +172,7 @@ case_ "compiler error" compile_error 1 "$P" "$T/compile_error.py" --no-timing \
 case_ "forward raises" runtime_error 1 "$P" "$T/raises.py" --no-timing \
 	-- '"ValueError" in j["message"] and "no kernel today" in j["log"] and "<stark-eval>" not in j["log"]'
 case_ "segfault" crashed 1 "$P" "$T/segv.py" --no-timing \
-	-- '"SIGSEGV" in j["message"]'
+	-- '"SIGSEGV" in j["message"] and " in string_at during forward" in j["message"] and "Segmentation fault" in j["log"] and "segv.py" in j["log"] and "in forward" in j["log"] and "<stark-eval>" not in j["log"]'
 case_ "infinite loop" timeout 1 "$P" "$T/hang.py" --no-timing --timeout 8 \
 	-- '"killed" in j["message"]'
 case_ "output aliases an input" rejected 1 "$P" "$T/alias.py" --no-timing \

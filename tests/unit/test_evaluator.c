@@ -2048,6 +2048,12 @@ START_TEST(eval_crash)
 		 &rs);
 	ck_assert_int_eq(rs.status, PROTO_ST_CRASHED);
 	ck_assert_msg(strstr(rs.message, "signal 11 (SIGSEGV)"), "%s", rs.message);
+	/* The worker's fault handler named the frame the signal came in, and
+	   its frames are the log. */
+	ck_assert_msg(strstr(rs.message, "(SIGSEGV) at ") && strstr(rs.message, " in forward"), "%s",
+		      rs.message);
+	ck_assert_msg(rs.log && strstr(rs.log, "Segmentation fault") && strstr(rs.log, "in forward"),
+		      "%s", rs.log ? rs.log : "(no log)");
 	proto_result_release(&rs);
 }
 END_TEST
