@@ -237,7 +237,7 @@ START_TEST(request_dict)
 	expect_eval(&rq, "sorted(req)",
 		    "['atol16', 'atol32', 'baseline', 'build_dir', 'cache_dir', 'device', 'format', "
 		    "'host_mem_mib', 'id', 'jit_exec', 'kb_trials', "
-		    "'l2_flush', 'language', 'max_reps', 'max_time_ms', 'min_reps', 'placements', "
+		    "'l2_flush', 'language', 'max_reps', 'max_time_ms', 'min_reps', 'placements', 'plan', "
 		    "'precision', 'problem_name', 'problem_src', 'queue_ms', 'rtol16', 'rtol32', 'run_exec', "
 		    "'solution_name', 'solution_src', 'stage', 'target_rse', 'timing', 'trials', "
 		    "'verdict', 'wall_ms', 'warmup']");
