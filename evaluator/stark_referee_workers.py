@@ -220,13 +220,17 @@ class Workers:
 
     def spawn(self, role):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        crash = os.memfd_create("stark-crash-" + role, 0)
+        try:
+            crash = os.memfd_create("stark-crash-" + role, 0)
+        except OSError:
+            crash = -1          # no account of a fault; the signal is still named
         t_fork = time.monotonic()
         try:
             pid = _stark.fork_worker(child.fileno(),
                                      -1 if self.window_fd is None else self.window_fd, crash)
         except BaseException:
-            os.close(crash)
+            if crash >= 0:
+                os.close(crash)
             raise
         if pid == 0:
             try:
@@ -242,12 +246,14 @@ class Workers:
                     self.py_prof.disable()
                 for w in self.workers:
                     w.crash_fd = None
-                stark_worker.main(child, role, dict(self.cfg(), crash_fd=crash), self.problem)
+                stark_worker.main(child, role,
+                                  dict(self.cfg(), crash_fd=crash if crash >= 0 else None),
+                                  self.problem)
             finally:
                 os._exit(70)
         child.close()
         w = WorkerHandle(role, pid, W.Channel(parent, pid))
-        w.crash_fd = crash
+        w.crash_fd = crash if crash >= 0 else None
         w.t_fork = t_fork
         w.chan.watch = self.sample_host
         self.workers.append(w)
