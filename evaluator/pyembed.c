@@ -636,6 +636,7 @@ static PyObject *request_dict(const struct proto_request *rq)
 	    put(d, "solution_src", source(rq->solution_src, rq->solution_len)) ||
 	    put(d, "cache_dir", text(rq->cache_dir)) ||
 	    put(d, "build_dir", text(rq->build_dir)) ||
+	    put(d, "jit_dir", text(rq->jit_dir)) ||
 	    put(d, "trials", PyLong_FromUnsignedLong(rq->trials)) ||
 	    put(d, "kb_trials", PyLong_FromUnsignedLong(rq->kb_trials)) ||
 	    put(d, "atol32", PyFloat_FromDouble(rq->tol_fp32.atol)) ||

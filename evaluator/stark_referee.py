@@ -189,6 +189,8 @@ class Evaluation(Workers, Builds, DataPath, InputDelivery, IpcInputs, Comparison
         self.language = "cuda"      # the candidate's kernel language (stark_lang)
         self.lang_dir = None        # its file and Triton's cache (file languages)
         self.jit_seen = [0, 0.0, 0]  # Triton kernels compiled, ms, calls
+        self.jit_cache = None       # Triton's cache: the orchestrator's jit_dir
+        self.jit_cold = False       # it started empty: publish it afterwards
         self.lock_fd = None
         self.window_fd = None           # the output window (stark_wire)
         self.window_size = 0
@@ -404,6 +406,9 @@ class Evaluation(Workers, Builds, DataPath, InputDelivery, IpcInputs, Comparison
         lang, how = stark_lang.detect(self.req["solution_src"], declared)
         self.language = lang
         env["language"] = "%s (%s)" % (lang, how)
+        if lang == "triton":
+            # For the orchestrator: the key of Triton's cache (pool/evalpair.c)
+            env["jit_toolchain"] = stark_triton.fingerprint()
         env["input_precision"] = self.req.get("precision") or "fp32"
         lack = stark_lang.missing(lang, self.req["device"])
         if lack:
@@ -425,6 +430,8 @@ class Evaluation(Workers, Builds, DataPath, InputDelivery, IpcInputs, Comparison
             except OSError as e:
                 raise Verdict("error", "cannot make the folder for the %s solution's file: "
                               "%s" % (lang, e))
+            if lang == "triton" and self.stage != "compile":
+                self.plan_jit_cache()
 
     def restrict_exec(self, lang):
         """In a run jail whose filter allows execve (req run_exec, the
@@ -632,6 +639,7 @@ class Evaluation(Workers, Builds, DataPath, InputDelivery, IpcInputs, Comparison
     def finish(self):
         r = self.res
         self.baseline_fields()
+        self.jit_publish()
         if self.spent:
             # Where the pairs' time went (checks, timing, probes together).
             r["env"]["pair_ms"] = " ".join("%s %.0f" % (k, v * 1e3)

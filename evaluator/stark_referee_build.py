@@ -14,16 +14,26 @@ against build_key (orchestrator/buildcache.c).  The env keys build_key,
 build_toolchain, build_publish and build_remember are for the orchestrator;
 toolchain and build_cache are for the user.
 
+A Triton candidate's run stage has the same for what Triton compiles
+(plan_jit_cache, jit_publish): the orchestrator's jit_dir holds this
+evaluation's cache, filled from store/jit/KEY before any worker exists
+where an earlier evaluation of the same sources left one (env jit_cache
+"warm ..."), and otherwise published afterwards where Triton compiled
+anything ("cold"; jit_publish and jit_toolchain are for the orchestrator,
+which computes the key itself; jit_store says what became of it).
+
 A failed build, or a failed import of torch's extension module, is the
 machine's fault (`error`, naming what is missing and its fix) when the
 referee's own probe finds the machine lacking what builds need; the
 worker's account alone proves nothing, since the candidate runs there.
 """
 
+import os
 import tempfile
 
 import stark_build
 import stark_env
+import stark_triton
 from stark_referee_common import LIMITS, Verdict, cut
 
 
@@ -64,6 +74,38 @@ class Builds:
         if self.res["env"].get("build_key") and (self.stage == "compile" or
                                                  self.build_mode is None):
             self.res["env"]["build_publish"] = "1"
+
+    def plan_jit_cache(self):
+        """A Triton candidate's run stage, where the orchestrator gave a
+        folder for Triton's cache (jit_dir): what it restored there is
+        kept where its key is this evaluation's (env jit_cache "warm"),
+        and otherwise the cache starts empty and is published afterwards
+        ("cold"; jit_publish).  Before any worker exists."""
+        folder = self.req.get("jit_dir")
+        if not folder:
+            return
+        env = self.res["env"]
+        key = stark_env.entry_key(env["jit_toolchain"], self.req["device"],
+                                  self.req["problem_src"], self.req["solution_src"])
+        cache = os.path.join(folder, "cache")
+        try:
+            got = stark_triton.warm(folder, key)
+            os.makedirs(cache, mode=0o700, exist_ok=True)
+        except OSError as e:
+            raise Verdict("error", "cannot prepare Triton's cache in %s: %s" % (folder, e))
+        self.jit_cache = cache
+        if got is None:
+            self.jit_cold = True
+            env["jit_cache"] = "cold"
+        else:
+            env["jit_cache"] = "warm: %d files, %d KiB from an earlier evaluation" % (
+                got[0], got[1] >> 10)
+
+    def jit_publish(self):
+        """At the end: a cold cache to which Triton added kernels is for
+        the orchestrator to publish."""
+        if self.jit_cold and self.jit_seen[0] > 0:
+            self.res["env"]["jit_publish"] = "1"
 
     def machine_lacks(self, cuda_sources, log):
         """An `error` naming what this machine lacks for builds, or None

@@ -214,6 +214,7 @@ class Workers:
                 "input_window": not self.cuda and W.input_delivery(),
                 "compare_kernel": self.cuda and stark_fused.wanted(),
                 "language": self.language, "lang_dir": self.lang_dir,
+                "jit_cache": self.jit_cache,
                 "cand_exec": self.cand_exec,
                 "precision": self.req.get("precision") or "fp32",
                 "py_profile": py_profile_wanted()}

@@ -11,9 +11,21 @@ Triton compiles each kernel at its first call for each specialization (and
 @triton.autotune benchmarks its configurations then) and keeps what it
 compiled in a cache folder.  Each evaluation gets a cache of its own, made
 by the referee in the evaluation's private scratch (the jail's /tmp, a
-tmpfs no other evaluation sees), and Triton's home, dump and override
-folders point there too, so no cache another evaluation can write is ever
-read, and nothing this one writes outlives it.
+tmpfs no other evaluation sees), or where the orchestrator gives one (the
+request's jit_dir, a scratch folder of this evaluation alone), and
+Triton's home, dump and override folders point there too, so no cache
+another evaluation can write is ever read.
+
+A warm cache.  Where the orchestrator gives jit_dir, what Triton compiled
+is kept for the later evaluations of the same problem and solution
+(pool/evalpair.c): the orchestrator copies what was published under the
+key (stark_env.entry_key over fingerprint(), the device kind and both
+sources' bytes) into jit_dir/cache before the jail exists, the referee
+keeps it where the key is the one it computes itself (warm), and where
+there was none asks for the cache to be published after the run.  A
+candidate can plant anything there, but only for the same solution's
+later evaluations, which could plant it themselves: the solution's bytes
+are in the key, and Triton keys each kernel by its own full key as well.
 
 The JIT's cost is kept out of the timed calls: the worker counts the
 kernels Triton compiled during each call (the cache's entries) and reports
@@ -23,7 +35,9 @@ These counts come from the candidate's process and are diagnostics: the
 referee's timing rests on its own clocks as for every candidate.
 
   use_file(lang)                whether lang's solutions are imported from a file
-  prepare(folder)               Triton's folders set to this evaluation's
+  prepare(folder[, cache])      Triton's folders set to this evaluation's
+  fingerprint()                 what a cached kernel depends on beside the sources
+  warm(folder, key)             whether a published cache was restored for key
   load(name, src, folder)       the solution imported from folder/<file>
   compiled(folder[, memo])      kernels compiled so far (cache entries)
   exec_paths()                  what Triton's JIT execs (the run jail's allowlist)
@@ -39,10 +53,15 @@ programs) and the ELF interpreter they need.  A shell, python, or anything
 else fails with EACCES (SECURITY.md, "Triton").
 """
 
+import hashlib
+import importlib.metadata
 import importlib.util
+import json
 import os
+import platform
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -52,6 +71,8 @@ FILE_LANGUAGES = ("triton", "cute", "tilelang")
 # again at the next call (compiled): beyond a coarse clock's tick.
 JIT_MTIME_SETTLE_NS = 50_000_000
 _SAFE = re.compile(r"[^A-Za-z0-9_]")
+JIT_KEY_VERSION = "stark-jit-1"
+ENTRY_MARK = ".stark-entry"     # buildcache.c's, written last into an entry
 
 
 # The C compiler Triton builds its launchers with, and what it execs.
@@ -218,11 +239,12 @@ def use_file(lang):
     return lang in FILE_LANGUAGES
 
 
-def prepare(folder):
+def prepare(folder, cache=None):
     """Points every folder Triton writes or reads at this evaluation's own
-    (made by the referee, private to its jail).  Before triton is
-    imported: it reads them at import and at first use."""
-    cache = os.path.join(folder, "cache")
+    (made by the referee, private to its jail; cache, where given, the
+    orchestrator's scratch for it).  Before triton is imported: it reads
+    them at import and at first use."""
+    cache = cache or os.path.join(folder, "cache")
     os.makedirs(cache, mode=0o700, exist_ok=True)
     os.environ["TRITON_CACHE_DIR"] = cache
     os.environ["TRITON_HOME"] = folder
@@ -236,6 +258,57 @@ def prepare(folder):
                 "TRITON_KERNEL_DUMP", "TRITON_PTXAS_PATH"):
         os.environ.pop(var, None)
     return cache
+
+
+def _version(dist):
+    try:
+        return importlib.metadata.version(dist)
+    except (importlib.metadata.PackageNotFoundError, ValueError, OSError):
+        return None
+
+
+def fingerprint(environ=None):
+    """SHA-256 (hex) of what Triton's compiled kernels depend on beside
+    the sources: Triton's, torch's and Python's versions and the GPU
+    architecture stark named (STARK_CUDA_ARCH).  No import, no exec: the
+    referee computes it in the run jail.  An entry made under another
+    toolchain would only miss in Triton's own keys; this keeps it from
+    being copied at all."""
+    environ = os.environ if environ is None else environ
+    doc = {"v": JIT_KEY_VERSION, "python": sys.version, "machine": platform.machine(),
+           "triton": _version("triton"), "torch": _version("torch"),
+           "arch": [environ.get(k) for k in ("STARK_CUDA_ARCH", "TORCH_CUDA_ARCH_LIST")]}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8", "surrogatepass")) \
+        .hexdigest()
+
+
+def warm(folder, key):
+    """Whether the orchestrator restored a published cache for key into
+    folder/cache (folder/restored holds the key: the orchestrator writes it
+    after the copy, before this evaluation's jail exists); (files, bytes)
+    it holds, or None, where the cache was emptied: what another key left,
+    or a copy cut short, is never used.  Trusted code, before any worker
+    exists."""
+    cache = os.path.join(folder, "cache")
+    try:
+        fd = os.open(os.path.join(folder, "restored"), os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            ok = f.read(128) == key.encode("ascii")
+    except (OSError, UnicodeEncodeError):
+        ok = False
+    if ok and stat.S_ISDIR(os.lstat(cache).st_mode):
+        files = size = 0
+        for top, _, names in os.walk(cache):
+            for name in names:
+                files += 1
+                size += os.lstat(os.path.join(top, name)).st_size
+        return files, size
+    if os.path.lexists(cache):
+        if stat.S_ISDIR(os.lstat(cache).st_mode):
+            shutil.rmtree(cache)
+        else:
+            os.unlink(cache)
+    return None
 
 
 def load(name, src, folder):

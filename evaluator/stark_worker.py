@@ -269,7 +269,7 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef, Delivery, IpcDeliv
             # Read through inspect: imported from a real file, in this
             # evaluation's own folder (Triton's cache beside it).
             if lang == "triton":
-                self.jit_cache = stark_triton.prepare(folder)
+                self.jit_cache = stark_triton.prepare(folder, self.cfg.get("jit_cache"))
             _stark.narrow()
             return stark_triton.load(self.cfg["solution_name"], self.cfg["solution_src"],
                                      folder)

@@ -10,6 +10,10 @@
  *	store/failed/KEY	a remembered compile error (JSON: message, log)
  *	store/plans/KEY		a problem's footprint estimate (JSON), kept
  *				for its later evaluations (stark_plan_cache.py)
+ *	store/jit/KEY/		a published JIT cache (Triton's): a copy of
+ *				one run stage's cache folder, then
+ *				.stark-entry; read by the later evaluations of
+ *				the same problem and solution (evalpair.c)
  *	scratch/PID-XXXXXX/	one evaluation's build folder while it runs
  *
  * Every jail sees store/ read-only; the compile jail also sees its own
@@ -266,7 +270,8 @@ static void sweep(const char *root, const char *a, const char *b)
 int evalrun_cache_prepare(const char *root, char *err, size_t errlen)
 {
 	static const char *const dirs[][2] = {
-	    {"store", "builds"}, {"store", "failed"}, {"store", "plans"}, {"scratch", NULL}};
+	    {"store", "builds"}, {"store", "failed"}, {"store", "plans"}, {"store", "jit"},
+	    {"scratch", NULL}};
 	static bool swept;
 
 	for (size_t i = 0; i < ST_ARRAY_LEN(dirs); i++) {
@@ -287,6 +292,7 @@ int evalrun_cache_prepare(const char *root, char *err, size_t errlen)
 		sweep(root, "store", "builds");
 		sweep(root, "store", "failed");
 		sweep(root, "store", "plans");
+		sweep(root, "store", "jit");
 	}
 	return 0;
 }
@@ -305,6 +311,7 @@ int evalrun_scratch_make(const char *root, char *out, size_t len)
 
 struct copy_ctx {
 	struct evalrun_publish *st;
+	uint64_t file_max, total_max, files_max; /* the caps of its kind */
 	char *buf;
 	char why[256];
 };
@@ -328,12 +335,12 @@ static int copy_file(struct copy_ctx *c, int sfd, int dfd, const char *name, con
 	uint64_t left;
 	int in, out, rc = 0;
 
-	if ((uint64_t)seen->st_size > EVALRUN_PUBLISH_FILE_MAX)
-		return too_big(c, "a file is larger than the cap on a build file");
-	if (c->st->files + 1 > EVALRUN_PUBLISH_FILES_MAX)
-		return too_big(c, "the build holds more files than the cap");
-	if (c->st->bytes + (uint64_t)seen->st_size > EVALRUN_PUBLISH_TOTAL_MAX)
-		return too_big(c, "the build is larger than the cap on a build");
+	if ((uint64_t)seen->st_size > c->file_max)
+		return too_big(c, "a file is larger than the cap on one file of an entry");
+	if (c->st->files + 1 > c->files_max)
+		return too_big(c, "the folder holds more files than the cap on an entry");
+	if (c->st->bytes + (uint64_t)seen->st_size > c->total_max)
+		return too_big(c, "the folder is larger than the cap on an entry");
 	in = openat(sfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (in < 0) {
 		c->st->skipped++; /* unreadable: the candidate's own loss */
@@ -401,11 +408,11 @@ static int copy_dir(struct copy_ctx *c, int sfd, int dfd, unsigned depth)
 			continue;
 		}
 		if (depth + 1 > EVALRUN_PUBLISH_DEPTH_MAX) {
-			rc = too_big(c, "the build's folders are nested deeper than the cap");
+			rc = too_big(c, "the folder's folders are nested deeper than the cap");
 			break;
 		}
-		if (c->st->files + 1 > EVALRUN_PUBLISH_FILES_MAX) {
-			rc = too_big(c, "the build holds more files than the cap");
+		if (c->st->files + 1 > c->files_max) {
+			rc = too_big(c, "the folder holds more files than the cap on an entry");
 			break;
 		}
 		own_dir(sfd, e->d_name);
@@ -451,23 +458,27 @@ static int write_mark(struct copy_ctx *c, int dfd, const char *key)
 	return fsync(dfd) < 0 ? io_fail(c, "cannot sync", "the entry") : 0;
 }
 
-int evalrun_publish(const char *root, const char *key, const char *scratch,
+int evalrun_publish(const char *root, const char *dir, const char *key, const char *scratch,
 		    struct evalrun_publish *st, char *why, size_t whylen)
 {
-	struct copy_ctx c = {.st = st};
+	bool jit = dir && !strcmp(dir, "jit");
+	struct copy_ctx c = {.st = st,
+			     .file_max = jit ? EVALRUN_JIT_TOTAL_MAX : EVALRUN_PUBLISH_FILE_MAX,
+			     .total_max = jit ? EVALRUN_JIT_TOTAL_MAX : EVALRUN_PUBLISH_TOTAL_MAX,
+			     .files_max = jit ? EVALRUN_JIT_FILES_MAX : EVALRUN_PUBLISH_FILES_MAX};
 	char tmp[64] = "", target[EVALRUN_KEY_LEN + 1];
 	int builds = -1, src = -1, dst = -1, rc;
 
 	memset(st, 0, sizeof(*st));
 	why[0] = '\0';
-	if (!evalrun_key_valid(key))
-		return stark_error(ST_EINVAL, "build cache: bad key");
+	if (!evalrun_key_valid(key) || !dir || (strcmp(dir, "builds") && !jit))
+		return stark_error(ST_EINVAL, "build cache: bad key or folder");
 	snprintf(target, sizeof(target), "%s", key);
 	c.buf = malloc(COPY_CHUNK);
-	builds = open_dir(root, "store", "builds");
+	builds = open_dir(root, "store", dir);
 	src = open(scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (!c.buf || builds < 0 || src < 0) {
-		rc = c.buf ? io_fail(&c, "cannot open", builds < 0 ? "store/builds" : "the scratch folder")
+		rc = c.buf ? io_fail(&c, "cannot open", builds < 0 ? dir : "the scratch folder")
 			   : ST_ENOMEM;
 		goto out;
 	}
@@ -481,7 +492,7 @@ int evalrun_publish(const char *root, const char *key, const char *scratch,
 			break;
 	}
 	if (!tmp[0] || (dst = openat(builds, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		rc = io_fail(&c, "cannot create", "a folder in store/builds");
+		rc = io_fail(&c, "cannot create", "a folder in the store");
 		goto out;
 	}
 	rc = copy_dir(&c, src, dst, 0);
@@ -499,13 +510,67 @@ out:
 	if (rc && tmp[0] && builds >= 0) {
 		char path[PATH_MAX];
 
-		if (snprintf(path, sizeof(path), "%s/store/builds/%s", root, tmp) < (int)sizeof(path))
+		if (snprintf(path, sizeof(path), "%s/store/%s/%s", root, dir, tmp) < (int)sizeof(path))
 			evalrun_tree_remove(path);
 	}
 	if (src >= 0)
 		close(src);
 	if (builds >= 0)
 		close(builds);
+	free(c.buf);
+	snprintf(why, whylen, "%s", c.why);
+	return rc;
+}
+
+int evalrun_jit_restore(const char *root, const char *key, const char *dir,
+			struct evalrun_publish *st, char *why, size_t whylen)
+{
+	struct copy_ctx c = {.st = st, .file_max = EVALRUN_JIT_TOTAL_MAX,
+			     .total_max = EVALRUN_JIT_TOTAL_MAX, .files_max = EVALRUN_JIT_FILES_MAX};
+	struct stat sb;
+	int jit = -1, entry = -1, dst = -1, cache = -1, fd, rc = 0;
+
+	memset(st, 0, sizeof(*st));
+	why[0] = '\0';
+	if (!evalrun_key_valid(key))
+		return stark_error(ST_EINVAL, "build cache: bad key");
+	jit = open_dir(root, "store", "jit");
+	entry = jit < 0 ? -1 : openat(jit, key, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (entry < 0 || fstatat(entry, ENTRY_MARK, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISREG(sb.st_mode))
+		goto out; /* none published (or not whole): 0 */
+	c.buf = malloc(COPY_CHUNK);
+	dst = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (!c.buf || dst < 0) {
+		rc = c.buf ? io_fail(&c, "cannot open", "the JIT cache's folder") : ST_ENOMEM;
+		goto out;
+	}
+	if (mkdirat(dst, "cache", 0700) < 0 ||
+	    (cache = openat(dst, "cache", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		rc = io_fail(&c, "cannot create", "cache");
+		goto out;
+	}
+	rc = copy_dir(&c, entry, cache, 0);
+	if (rc)
+		goto out;
+	fd = openat(dst, "restored", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || io_write_full(fd, key, EVALRUN_KEY_LEN)) {
+		rc = io_fail(&c, "cannot write", "restored");
+		if (fd >= 0)
+			close(fd);
+		goto out;
+	}
+	close(fd);
+	rc = 1;
+out:
+	if (cache >= 0)
+		close(cache);
+	if (dst >= 0)
+		close(dst);
+	if (entry >= 0)
+		close(entry);
+	if (jit >= 0)
+		close(jit);
 	free(c.buf);
 	snprintf(why, whylen, "%s", c.why);
 	return rc;

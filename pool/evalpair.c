@@ -25,7 +25,25 @@
  * key's entry already published ("hit"), the compile stage built nothing
  * and the run stage gets the entry; where it judged a compile error the
  * compiler's verdict on the candidate's own code, that is remembered
- * under the key.  Nothing else is ever written to the store.
+ * under the key.
+ *
+ * JIT caches.  A run stage (or all-in-one process) of a candidate in a
+ * JIT language (proto_request_jit_exec: Triton) gets a second scratch
+ * folder, writable in its jail (the request's jit_dir), for the JIT's
+ * cache.  Before the stage starts, where an earlier evaluation of the same
+ * problem and solution published one, it is copied here into
+ * jit_dir/cache, with jit_dir/restored naming its key; the referee, before
+ * any candidate code runs, keeps it where that key is the one it computes
+ * (env jit_cache "warm ..."), and otherwise empties it and asks for it to
+ * be published afterwards (env jit_publish, with its fingerprint of the
+ * JIT's toolchain, jit_toolchain).  The run jail never sees the store.
+ * The key is computed here, from the referee's fingerprint (the compile
+ * stage's, or the last one this process saw) and our own copies of the
+ * sources; once the stage's process tree is gone, jit_dir/cache is
+ * published under it, as builds are, within smaller caps.  What the
+ * candidate wrote there reaches only later evaluations of the very same
+ * solution, which could write it themselves.  Nothing else is ever
+ * written to the store.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,11 +77,13 @@ struct evalrun_pair {
 	uint64_t start_ns;
 	/* The build cache; root "" when the request names none. */
 	char root[PATH_MAX], store[PATH_MAX], scratch[PATH_MAX], entry[PATH_MAX];
+	char jit[PATH_MAX];		     /* the JIT cache's scratch, "" = none */
+	char jit_fp[EVALRUN_KEY_LEN + 1];    /* the compile stage's JIT fingerprint */
 	char key[EVALRUN_KEY_LEN + 1];
 	char plan_key[EVALRUN_KEY_LEN + 1]; /* the footprint estimate's, "" = none */
 	char plan[PROTO_PLAN_MAX + 1];	    /* its text, the request's "plan" */
 	char note[320];		     /* env build_cache: what became of the build */
-	struct sandbox_bind cbinds[EVALRUN_BINDS_MAX + 1], rbinds[EVALRUN_BINDS_MAX + 1];
+	struct sandbox_bind cbinds[EVALRUN_BINDS_MAX + 2], rbinds[EVALRUN_BINDS_MAX + 2];
 };
 
 bool evalrun_needs_compile(const char *src, size_t len)
@@ -76,11 +96,19 @@ bool evalrun_needs_compile(const char *src, size_t len)
 	return false;
 }
 
-/* o's binds, copied into arr, plus one: the pair's own folder. */
+static bool env_is(const struct proto_result *rs, const char *key, const char *val)
+{
+	const char *v = evalrun__env_of(rs, key);
+
+	return v && !strcmp(v, val);
+}
+
+/* o's binds, copied into arr, plus one: a folder of the pair's own (its
+ * build, its JIT cache: two at most). */
 static int add_bind(struct evalrun_opts *o, struct sandbox_bind *arr, const char *src,
 		    bool writable)
 {
-	if (o->nbinds >= EVALRUN_BINDS_MAX + 1)
+	if (o->nbinds >= EVALRUN_BINDS_MAX + 2)
 		return stark_error(ST_ETOOBIG, "evalrun: too many binds for the build folder");
 	if (o->nbinds)
 		memmove(arr, o->binds, o->nbinds * sizeof(*arr));
@@ -120,6 +148,109 @@ static int cache_start(struct evalrun_pair *p, const char *root, bool builds)
 	return rc;
 }
 
+/* The fingerprint of the JIT's toolchain the last referee of this process
+ * reported: the key of a run stage with no compile stage before it.  The
+ * referee checks the key of what is restored, so a stale one only costs a
+ * cold cache. */
+static char last_jit_fp[EVALRUN_KEY_LEN + 1];
+
+/* The sources' lengths, as the request's 0 means (strlen). */
+static void src_lens(const struct proto_request *rq, size_t *plen, size_t *slen)
+{
+	*plen = rq->problem_len || !rq->problem_src ? rq->problem_len : strlen(rq->problem_src);
+	*slen = rq->solution_len || !rq->solution_src ? rq->solution_len : strlen(rq->solution_src);
+}
+
+/* The JIT cache's key under fingerprint fp, into key; false where none. */
+static bool jit_key(const struct evalrun_pair *p, const char *fp, char key[EVALRUN_KEY_LEN + 1])
+{
+	size_t plen, slen;
+
+	src_lens(&p->stage, &plen, &slen);
+	return fp && evalrun_key_valid(fp) &&
+	       !evalrun_build_key(fp, p->stage.device, p->stage.problem_src, plen,
+				  p->stage.solution_src, slen, key);
+}
+
+/* The JIT cache's scratch folder for the stage about to start in o's jail
+ * (arr: o's bind array), where its candidate's language has a JIT and the
+ * request names a build cache; what is published under its key copied
+ * in.  0, or the error that stops the evaluation. */
+static int jit_start(struct evalrun_pair *p, struct evalrun_opts *o, struct sandbox_bind *arr)
+{
+	char key[EVALRUN_KEY_LEN + 1], why[256];
+	struct evalrun_publish st;
+	int rc;
+
+	if (!p->root[0] || !proto_request_jit_exec(&p->stage))
+		return 0;
+	rc = evalrun_scratch_make(p->root, p->jit, sizeof(p->jit));
+	if (!rc)
+		rc = add_bind(o, arr, p->jit, true);
+	if (rc) {
+		if (p->jit[0])
+			evalrun_tree_remove(p->jit);
+		p->jit[0] = '\0';
+		return rc;
+	}
+	p->stage.jit_dir = p->jit;
+	if (jit_key(p, p->jit_fp[0] ? p->jit_fp : last_jit_fp, key) &&
+	    evalrun_jit_restore(p->root, key, p->jit, &st, why, sizeof(why)) < 0)
+		stark_warn("build cache: the JIT cache of %s is not restored: %s", p->stage.id, why);
+	return 0;
+}
+
+/* The referee's fingerprint of the JIT's toolchain, kept for the run
+ * stage's key and the next evaluation's. */
+static void note_jit_fp(struct evalrun_pair *p)
+{
+	const char *fp = evalrun__env_of(&p->res, "jit_toolchain");
+
+	if (!fp || !evalrun_key_valid(fp))
+		return;
+	snprintf(p->jit_fp, sizeof(p->jit_fp), "%s", fp);
+	snprintf(last_jit_fp, sizeof(last_jit_fp), "%s", fp);
+}
+
+/* The stage with the JIT cache ended: the cache published where the
+ * referee asked (its words checked: the key is ours), then the scratch
+ * removed.  What became of it is the result's env jit_store. */
+static void after_jit(struct evalrun_pair *p)
+{
+	char key[EVALRUN_KEY_LEN + 1], why[256], note[320] = "", cache[PATH_MAX + 8];
+	struct evalrun_publish st;
+	int rc;
+
+	if (!p->jit[0])
+		return;
+	if (p->canceled || !env_is(&p->res, "jit_publish", "1"))
+		goto out;
+	if (!jit_key(p, evalrun__env_of(&p->res, "jit_toolchain"), key)) {
+		snprintf(note, sizeof(note), "not stored: no fingerprint of the JIT's toolchain");
+		goto out;
+	}
+	if (evalrun_wait_gone(p->er)) {
+		snprintf(note, sizeof(note),
+			 "not stored: the run stage's processes could not be seen to end");
+		goto out;
+	}
+	snprintf(cache, sizeof(cache), "%s/cache", p->jit);
+	rc = evalrun_publish(p->root, "jit", key, cache, &st, why, sizeof(why));
+	if (rc < 0)
+		snprintf(note, sizeof(note), "not stored: %s", why);
+	else
+		snprintf(note, sizeof(note), "%s (%llu files, %llu bytes%s)",
+			 rc == 1 ? "stored by another evaluation" : "stored",
+			 (unsigned long long)st.files, (unsigned long long)st.bytes,
+			 st.skipped ? ", links and special files left out" : "");
+out:
+	if (note[0] && proto_result_add_env(&p->res, "jit_store", note) == ST_ENOMEM)
+		stark_warn("evalrun: the JIT cache's note is not kept: out of memory");
+	evalrun_tree_remove(p->jit);
+	p->jit[0] = '\0';
+	p->stage.jit_dir = NULL;
+}
+
 int evalrun_pair_start(const struct evalrun_opts *copts, const struct evalrun_opts *ropts,
 		       const struct proto_request *rq, enum evalrun_stages mode,
 		       struct evalrun_pair **out)
@@ -138,6 +269,7 @@ int evalrun_pair_start(const struct evalrun_opts *copts, const struct evalrun_op
 	p->ropts = *ropts;
 	p->stage = *rq;
 	p->stage.build_dir = NULL;
+	p->stage.jit_dir = NULL;
 	proto_result_init(&p->res);
 	evalrun_info_init(&p->info);
 	p->start_ns = clock_mono_ns();
@@ -156,6 +288,9 @@ int evalrun_pair_start(const struct evalrun_opts *copts, const struct evalrun_op
 		first = &p->ropts;
 	}
 	rc = rq->cache_dir && *rq->cache_dir ? cache_start(p, rq->cache_dir, first == &p->copts) : 0;
+	if (!rc && !p->split)
+		rc = first == &p->copts ? jit_start(p, &p->copts, p->cbinds)
+					: jit_start(p, &p->ropts, p->rbinds);
 	if (!rc)
 		rc = evalrun_start(first, &p->stage, &p->er);
 	if (rc) {
@@ -193,18 +328,12 @@ static void keep_build(struct evalrun_pair *p)
 		}
 }
 
-static bool env_is(const struct proto_result *rs, const char *key, const char *val)
-{
-	const char *v = evalrun__env_of(rs, key);
-
-	return v && !strcmp(v, val);
-}
-
 /* The referee's words to us alone, left out of the result. */
 static void env_drop_internal(struct proto_result *rs)
 {
 	static const char *const internal[] = {"build_toolchain", "build_publish", "build_remember",
-					       "plan_publish", "plan_torch"};
+					       "plan_publish", "plan_torch", "jit_publish",
+					       "jit_toolchain"};
 	uint32_t k = 0;
 
 	for (uint32_t i = 0; i < rs->nenv; i++) {
@@ -246,7 +375,7 @@ static void publish(struct evalrun_pair *p)
 			 "not stored: the compile stage's processes could not be seen to end");
 		return;
 	}
-	rc = evalrun_publish(p->root, p->key, p->scratch, &st, why, sizeof(why));
+	rc = evalrun_publish(p->root, "builds", p->key, p->scratch, &st, why, sizeof(why));
 	if (rc < 0) {
 		snprintf(p->note, sizeof(p->note), "not stored: %s", why);
 		stark_warn("build cache: the build of %s is not stored: %s", p->stage.id, why);
@@ -327,6 +456,8 @@ static int stage_done(struct evalrun_pair *p)
 		rc = after_build(p);
 	if (!rc)
 		after_plan(p);
+	after_jit(p);
+	note_jit_fp(p);
 	env_drop_internal(&p->res);
 	if (!rc && builder && p->note[0] && !(p->split && p->res.status == PROTO_ST_COMPILED) &&
 	    proto_result_add_env(&p->res, "build_cache", p->note) == ST_ENOMEM)
@@ -341,6 +472,8 @@ static int stage_done(struct evalrun_pair *p)
 	p->stage.stage = PROTO_STAGE_RUN;
 	p->stage.build_dir = p->entry[0] ? p->entry : NULL;
 	rc = p->entry[0] ? add_bind(&p->ropts, p->rbinds, p->entry, false) : 0;
+	if (!rc)
+		rc = jit_start(p, &p->ropts, p->rbinds);
 	if (!rc)
 		rc = evalrun_start(&p->ropts, &p->stage, &p->er);
 	if (rc)
@@ -415,6 +548,8 @@ void evalrun_pair_free(struct evalrun_pair *p)
 	evalrun_free(p->er);
 	if (p->scratch[0])
 		evalrun_tree_remove(p->scratch);
+	if (p->jit[0])
+		evalrun_tree_remove(p->jit);
 	proto_result_release(&p->res);
 	evalrun_info_release(&p->info);
 	for (size_t k = 0; k < NKEPT; k++)

@@ -402,6 +402,7 @@ void evalrun_pair_free(struct evalrun_pair *p);
  *	store/builds/KEY/	published builds (immutable once in place)
  *	store/failed/KEY	remembered compile errors (JSON: message, log)
  *	store/plans/KEY		problems' footprint estimates (JSON)
+ *	store/jit/KEY/		published JIT caches (Triton's; immutable)
  *	scratch/PID-XXXXXX/	one evaluation's build folder while it runs
  * Only the orchestrator writes store/, after the compile stage's process
  * tree is gone; every jail sees it read-only, and the compile jail writes
@@ -412,6 +413,11 @@ void evalrun_pair_free(struct evalrun_pair *p);
 #define EVALRUN_PUBLISH_TOTAL_MAX (4ull << 30)	/* bytes of one published build */
 #define EVALRUN_PUBLISH_FILES_MAX 20000u	/* files and folders of one build */
 #define EVALRUN_PUBLISH_DEPTH_MAX 24u		/* folder nesting of one build */
+/* A JIT cache is copied into every later evaluation of its solution:
+ * Triton's entry for one kernel is 50-400 KiB in 4-7 files (cubin, PTX,
+ * its IRs, JSON), so these hold hundreds of kernels. */
+#define EVALRUN_JIT_TOTAL_MAX (256ull << 20)	/* bytes of one JIT cache */
+#define EVALRUN_JIT_FILES_MAX 4000u		/* files and folders of one */
 
 /* True for 64 lowercase hex digits. */
 bool evalrun_key_valid(const char *key);
@@ -442,15 +448,28 @@ struct evalrun_publish {
 	uint64_t skipped; /* links, fifos, sockets, unreadable files: left out */
 };
 /*
- * Copies the build folder scratch (whose writers must all be gone) into
- * root/store/builds/key: regular files and folders only, none followed
+ * Copies the folder scratch (whose writers must all be gone) into
+ * root/store/DIR/key, DIR "builds" (a build) or "jit" (a JIT cache):
+ * regular files and folders only, none followed
  * through a link, within the EVALRUN_PUBLISH_* caps, into a temporary
  * folder renamed into place.  Returns 0 (published), 1 (an entry with
  * that key was there already; it is kept), ST_ETOOBIG (over a cap) or
  * ST_EIO, with why in why; ST_EINVAL for a malformed key.
  */
-ST_WUR int evalrun_publish(const char *root, const char *key, const char *scratch,
-			   struct evalrun_publish *st, char *why, size_t whylen);
+ST_WUR int evalrun_publish(const char *root, const char *dir, const char *key,
+			   const char *scratch, struct evalrun_publish *st, char *why,
+			   size_t whylen);
+/*
+ * Copies the published JIT cache root/store/jit/key, where it is whole
+ * (its mark), into dir/cache (made here; dir is an evaluation's empty JIT
+ * scratch, nothing jailed in it yet) as evalrun_publish copies, and
+ * writes dir/restored holding the key, for the referee to check against
+ * its own.  1 (restored), 0 (none published), ST_ETOOBIG or ST_EIO with
+ * why (what was copied stays; the referee finds no "restored" and starts
+ * cold), ST_EINVAL for a malformed key.
+ */
+ST_WUR int evalrun_jit_restore(const char *root, const char *key, const char *dir,
+			       struct evalrun_publish *st, char *why, size_t whylen);
 /* Remembers a compile error (the compiler's verdict on the candidate's
  * own sources, as the referee judged it) under key.  0, ST_EINVAL,
  * ST_ENOMEM or ST_EIO (printed). */

@@ -118,6 +118,12 @@ struct proto_request {
 					   load (run, read-only); "" = a
 					   private one (compile, all), none
 					   (run); <= PROTO_PATH_MAX [""] */
+	char *jit_dir;			/* "jit_dir": this evaluation's own
+					   writable folder for its language's
+					   JIT cache (Triton; run, all), which
+					   the orchestrator may publish after
+					   it; "" = a private one;
+					   <= PROTO_PATH_MAX [""] */
 	uint64_t seed;			/* "seed": secret master seed [0] */
 	uint32_t trials;		/* "trials": correctness trials,
 					   1..PROTO_TRIALS_MAX [5] */

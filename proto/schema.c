@@ -50,6 +50,7 @@ static const struct proto_field request_fields[] = {
 	 .len_off = RQ(solution_len), .max = PROTO_SRC_MAX},
 	ROW_STR(RQ(cache_dir), "cache_dir", false, PROTO_PATH_MAX),
 	ROW_STR(RQ(build_dir), "build_dir", false, PROTO_PATH_MAX),
+	ROW_STR(RQ(jit_dir), "jit_dir", false, PROTO_PATH_MAX),
 	{.key = "seed", .type = PF_U64, .required = true, .off = RQ(seed), .max = UINT64_MAX},
 	ROW_U32(RQ(trials), "trials", false, 1, PROTO_TRIALS_MAX),
 	ROW_U32(RQ(kb_trials), "kb_trials", false, 0, PROTO_TRIALS_MAX),

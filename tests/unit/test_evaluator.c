@@ -236,7 +236,7 @@ START_TEST(request_dict)
 	rq.stage = PROTO_STAGE_RUN;
 	expect_eval(&rq, "sorted(req)",
 		    "['atol16', 'atol32', 'baseline', 'build_dir', 'cache_dir', 'device', 'format', "
-		    "'host_mem_mib', 'id', 'jit_exec', 'kb_trials', "
+		    "'host_mem_mib', 'id', 'jit_dir', 'jit_exec', 'kb_trials', "
 		    "'l2_flush', 'language', 'max_reps', 'max_time_ms', 'min_reps', 'placements', 'plan', "
 		    "'precision', 'problem_name', 'problem_src', 'queue_ms', 'rtol16', 'rtol32', 'run_exec', "
 		    "'solution_name', 'solution_src', 'stage', 'target_rse', 'timing', 'trials', "
@@ -757,6 +757,25 @@ START_TEST(language_files)
 		    " '/b/j.json', '/x.so')], stark_triton.compiled(c))[2])(__import__('tempfile').mkdtemp())",
 		    "2");
 	expect_eval(NULL, "stark_triton.compiled('/nonexistent/stark')", "0");
+	/* A JIT cache the orchestrator restored is kept where it names this
+	   evaluation's key; otherwise (another key, none named: a copy cut
+	   short) it is emptied, and a link in its place is removed, never
+	   followed. */
+	expect_eval(NULL,
+		    "(lambda d, os, k: (os.makedirs(d + '/cache/abc'), open(d + '/cache/abc/k.cubin', 'w').write('cu'),"
+		    " open(d + '/restored', 'w').write(k), stark_triton.warm(d, k),"
+		    " stark_triton.warm(d, 'b' * 64), os.path.exists(d + '/cache'),"
+		    " os.makedirs(d + '/cache/x'), os.unlink(d + '/restored'), stark_triton.warm(d, k),"
+		    " os.path.exists(d + '/cache'), os.symlink('/etc', d + '/cache'),"
+		    " open(d + '/restored', 'w').write(k), stark_triton.warm(d, k), os.path.lexists(d + '/cache'),"
+		    " os.path.exists('/etc/passwd'))[3:])"
+		    "(__import__('tempfile').mkdtemp(), __import__('os'), 'a' * 64)",
+		    "((1, 2), None, False, None, None, None, False, None, 64, None, False, True)");
+	/* The key's fingerprint: the GPU's arch is in it. */
+	expect_eval(NULL,
+		    "(stark_triton.fingerprint({'STARK_CUDA_ARCH': 'sm_90'}) !="
+		    " stark_triton.fingerprint({'STARK_CUDA_ARCH': 'sm_80'}), len(stark_triton.fingerprint()))",
+		    "(True, 64)");
 	/* With a memo, the count is taken again only where the cache's folder
 	   changed: a file added inside a kernel's folder is not seen, a new
 	   kernel's folder is; a folder changed just before it was counted is

@@ -973,7 +973,7 @@ START_TEST(cache_publish)
 	put(p, "inner", "in a closed folder");
 	ck_assert_int_eq(chmod(p, 0), 0);
 
-	ck_assert_int_eq(evalrun_publish(root, key, scratch, &st, why, sizeof(why)), 0);
+	ck_assert_int_eq(evalrun_publish(root, "builds", key, scratch, &st, why, sizeof(why)), 0);
 	at(p, root, "store/builds");
 	at(entry, p, key);
 	ck_assert(holds(entry, "mod.so", "built bytes"));
@@ -990,10 +990,10 @@ START_TEST(cache_publish)
 
 	/* The same key again: the first entry stays. */
 	put(scratch, "mod.so", "other bytes");
-	ck_assert_int_eq(evalrun_publish(root, key, scratch, &st, why, sizeof(why)), 1);
+	ck_assert_int_eq(evalrun_publish(root, "builds", key, scratch, &st, why, sizeof(why)), 1);
 	ck_assert(holds(entry, "mod.so", "built bytes"));
 	/* A bad key is refused before anything is written. */
-	ck_assert_int_eq(evalrun_publish(root, "../x", scratch, &st, why, sizeof(why)), ST_EINVAL);
+	ck_assert_int_eq(evalrun_publish(root, "builds", "../x", scratch, &st, why, sizeof(why)), ST_EINVAL);
 
 	/* Removal follows no link and gets through closed folders. */
 	evalrun_tree_remove(scratch);
@@ -1025,7 +1025,7 @@ START_TEST(cache_caps_and_depth)
 	}
 	put(".", "deep", "x");
 	ck_assert_int_eq(chdir("/"), 0);
-	ck_assert_int_eq(evalrun_publish(root, key, scratch, &st, why, sizeof(why)), ST_ETOOBIG);
+	ck_assert_int_eq(evalrun_publish(root, "builds", key, scratch, &st, why, sizeof(why)), ST_ETOOBIG);
 	ck_assert_ptr_nonnull(strstr(why, "nested"));
 	at(p, root, "store/builds");
 	n = strlen(p);
@@ -1048,6 +1048,78 @@ START_TEST(cache_caps_and_depth)
 	}
 	evalrun_tree_remove(scratch);
 	ck_assert(lstat(scratch, &sb) < 0 && errno == ENOENT);
+	evalrun_tree_remove(root);
+}
+END_TEST
+
+/* A JIT cache is published under store/jit, within its own smaller caps
+ * (a sparse file over them is refused without being read); a folder other
+ * than builds and jit is refused. */
+START_TEST(cache_jit_entry)
+{
+	char root[] = "/tmp/stark-unit-cache.XXXXXX", scratch[PATH_MAX], p[PATH_MAX + 80],
+	     entry[PATH_MAX + 160], why[256], err[512];
+	const char *key = "4444444444444444444444444444444444444444444444444444444444444444";
+	struct evalrun_publish st;
+	struct stat sb;
+	int fd;
+
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	ck_assert_int_eq(evalrun_cache_prepare(root, err, sizeof(err)), 0);
+	ck_assert_int_eq(evalrun_scratch_make(root, scratch, sizeof(scratch)), 0);
+	at(p, scratch, "abc");
+	ck_assert_int_eq(mkdir(p, 0700), 0);
+	put(p, "k.json", "{}");
+	put(p, "k.cubin", "cubin bytes");
+	ck_assert_int_eq(evalrun_publish(root, "../builds", key, scratch, &st, why, sizeof(why)),
+			 ST_EINVAL);
+	ck_assert_int_eq(evalrun_publish(root, "jit", key, scratch, &st, why, sizeof(why)), 0);
+	ck_assert_uint_eq(st.files, 3);
+	at(p, root, "store/jit");
+	at(entry, p, key);
+	ck_assert(holds(entry, "abc/k.cubin", "cubin bytes"));
+	at(p, entry, ".stark-entry");
+	ck_assert(lstat(p, &sb) == 0 && S_ISREG(sb.st_mode));
+	at(p, root, "store/builds");
+	at(entry, p, key);
+	ck_assert(lstat(entry, &sb) < 0 && errno == ENOENT);
+
+	/* Restored into a later evaluation's scratch: the files in cache/,
+	 * not the mark; the key in restored.  Nothing for a key not there. */
+	{
+		char again[PATH_MAX], q[PATH_MAX + 80];
+
+		ck_assert_int_eq(evalrun_scratch_make(root, again, sizeof(again)), 0);
+		ck_assert_int_eq(evalrun_jit_restore(root, key, again, &st, why, sizeof(why)), 1);
+		ck_assert_uint_eq(st.files, 3);
+		at(q, again, "cache");
+		ck_assert(holds(q, "abc/k.cubin", "cubin bytes"));
+		at(p, q, ".stark-entry");
+		ck_assert(lstat(p, &sb) < 0 && errno == ENOENT);
+		ck_assert(holds(again, "restored", key));
+		evalrun_tree_remove(again);
+		ck_assert_int_eq(evalrun_scratch_make(root, again, sizeof(again)), 0);
+		ck_assert_int_eq(evalrun_jit_restore(root, "6666666666666666666666666666666666666666666666666666666666666666",
+						     again, &st, why, sizeof(why)), 0);
+		at(q, again, "cache");
+		ck_assert(lstat(q, &sb) < 0 && errno == ENOENT);
+		evalrun_tree_remove(again);
+	}
+
+	/* Over the JIT cache's cap (a build's would take it): refused. */
+	at(p, scratch, "big");
+	fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)EVALRUN_JIT_TOTAL_MAX + 1), 0);
+	close(fd);
+	key = "5555555555555555555555555555555555555555555555555555555555555555";
+	ck_assert_int_eq(evalrun_publish(root, "jit", key, scratch, &st, why, sizeof(why)),
+			 ST_ETOOBIG);
+	ck_assert_ptr_nonnull(strstr(why, "larger than the cap"));
+	at(p, root, "store/jit");
+	at(entry, p, key);
+	ck_assert(lstat(entry, &sb) < 0 && errno == ENOENT);
+	evalrun_tree_remove(scratch);
 	evalrun_tree_remove(root);
 }
 END_TEST
@@ -1230,6 +1302,7 @@ static Suite *pool_suite(void)
 	tcase_add_test(e, cache_key_vector);
 	tcase_add_test(e, cache_publish);
 	tcase_add_test(e, cache_caps_and_depth);
+	tcase_add_test(e, cache_jit_entry);
 	tcase_add_test(e, cache_remember_failure);
 	tcase_add_test(e, cache_plan_entry);
 	suite_add_tcase(s, e);

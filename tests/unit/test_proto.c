@@ -163,6 +163,7 @@ static const struct key rq_keys[] = {
 	{"solution_src", K_SRC, true, 0, "class ModelNew: pass\n", 0},
 	{"cache_dir", K_STR, false, 0, "/cache", 0},
 	{"build_dir", K_STR, false, 0, "/cache/scratch/1-a", 0},
+	{"jit_dir", K_STR, false, 0, "/cache/scratch/1-b", 0},
 	{"seed", K_U64, true, 0x123456789abcdefULL, NULL, 0},
 	{"trials", K_UINT, false, 7, NULL, 0},
 	{"kb_trials", K_UINT, false, 2, NULL, 0},
@@ -414,6 +415,7 @@ static void fill_request(struct proto_request *rq)
 	rq->solution_src = strdup("class ModelNew: pass\n");
 	rq->cache_dir = strdup("/var/cache/stark");
 	rq->build_dir = strdup("/var/cache/stark/scratch/7-abcdef");
+	rq->jit_dir = strdup("/var/cache/stark/scratch/7-fedcba");
 	rq->seed = UINT64_MAX;
 	rq->trials = PROTO_TRIALS_MAX;
 	rq->kb_trials = 3;
@@ -502,6 +504,7 @@ static void same_request(const struct proto_request *a, const struct proto_reque
 	ck_assert_str_eq(a->solution_src, b->solution_src);
 	ck_assert_str_eq(a->cache_dir, b->cache_dir);
 	ck_assert_str_eq(a->build_dir ? a->build_dir : "", b->build_dir ? b->build_dir : "");
+	ck_assert_str_eq(a->jit_dir ? a->jit_dir : "", b->jit_dir ? b->jit_dir : "");
 	ck_assert_uint_eq(a->seed, b->seed);
 	ck_assert_uint_eq(a->trials, b->trials);
 	same_double(a->tol_fp32.atol, b->tol_fp32.atol, "atol32");
@@ -1189,7 +1192,7 @@ START_TEST(over_caps)
 		{"id", PROTO_NAME_MAX, true},	     {"device", PROTO_NAME_MAX, true},
 		{"format", PROTO_NAME_MAX, true},    {"problem_name", PROTO_PATH_MAX, true},
 		{"solution_name", PROTO_PATH_MAX, true}, {"cache_dir", PROTO_PATH_MAX, true},
-		{"build_dir", PROTO_PATH_MAX, true},
+		{"build_dir", PROTO_PATH_MAX, true}, {"jit_dir", PROTO_PATH_MAX, true},
 		{"problem_src", PROTO_SRC_MAX, true}, {"solution_src", PROTO_SRC_MAX, true},
 		{"id", PROTO_NAME_MAX, false},	     {"message", PROTO_MESSAGE_MAX, false},
 		{"log", PROTO_LOG_MAX, false},	     {"first_bad", PROTO_NAME_MAX, false},

@@ -2,7 +2,8 @@
 # (TRITON_CACHE_DIR, this evaluation's), the user's default (~/.triton),
 # and beside its own in /tmp, under names another evaluation would look
 # for.  Its own cache and /tmp are private to its jail, so what it plants
-# there dies with it (t_cache_probe.py, judged after it, finds nothing), as
+# there dies with it, or is published for this very solution's later
+# evaluations alone (t_cache_probe.py, judged after it, finds nothing), as
 # does what it plants in the jail's own /dev and /dev/shm; a write that
 # reaches a shared place raises.
 import os
