@@ -16,7 +16,7 @@ toolchain and build_cache are for the user.
 
 A Triton candidate's run stage has the same for what Triton compiles
 (plan_jit_cache, jit_publish): the orchestrator's jit_dir holds this
-evaluation's cache, filled from store/jit/KEY before any worker exists
+evaluation's cache, filled from the cache's jit/KEY before any worker exists
 where an earlier evaluation of the same sources left one (env jit_cache
 "warm ..."), and otherwise published afterwards where Triton compiled
 anything ("cold"; jit_publish and jit_toolchain are for the orchestrator,

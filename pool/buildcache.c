@@ -10,10 +10,12 @@
  *	store/failed/KEY	a remembered compile error (JSON: message, log)
  *	store/plans/KEY		a problem's footprint estimate (JSON), kept
  *				for its later evaluations (stark_plan_cache.py)
- *	store/jit/KEY/		a published JIT cache (Triton's): a copy of
+ *	jit/KEY/		a published JIT cache (Triton's): a copy of
  *				one run stage's cache folder, then
- *				.stark-entry; read by the later evaluations of
- *				the same problem and solution (evalpair.c)
+ *				.stark-entry; copied into the later
+ *				evaluations of the same problem and solution
+ *				(evalpair.c); beside the store, so that no
+ *				jail sees another solution's
  *	scratch/PID-XXXXXX/	one evaluation's build folder while it runs
  *
  * Every jail sees store/ read-only; the compile jail also sees its own
@@ -270,7 +272,7 @@ static void sweep(const char *root, const char *a, const char *b)
 int evalrun_cache_prepare(const char *root, char *err, size_t errlen)
 {
 	static const char *const dirs[][2] = {
-	    {"store", "builds"}, {"store", "failed"}, {"store", "plans"}, {"store", "jit"},
+	    {"store", "builds"}, {"store", "failed"}, {"store", "plans"}, {"jit", NULL},
 	    {"scratch", NULL}};
 	static bool swept;
 
@@ -292,7 +294,7 @@ int evalrun_cache_prepare(const char *root, char *err, size_t errlen)
 		sweep(root, "store", "builds");
 		sweep(root, "store", "failed");
 		sweep(root, "store", "plans");
-		sweep(root, "store", "jit");
+		sweep(root, "jit", NULL);
 	}
 	return 0;
 }
@@ -475,7 +477,7 @@ int evalrun_publish(const char *root, const char *dir, const char *key, const ch
 		return stark_error(ST_EINVAL, "build cache: bad key or folder");
 	snprintf(target, sizeof(target), "%s", key);
 	c.buf = malloc(COPY_CHUNK);
-	builds = open_dir(root, "store", dir);
+	builds = jit ? open_dir(root, "jit", NULL) : open_dir(root, "store", "builds");
 	src = open(scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (!c.buf || builds < 0 || src < 0) {
 		rc = c.buf ? io_fail(&c, "cannot open", builds < 0 ? dir : "the scratch folder")
@@ -510,7 +512,8 @@ out:
 	if (rc && tmp[0] && builds >= 0) {
 		char path[PATH_MAX];
 
-		if (snprintf(path, sizeof(path), "%s/store/%s/%s", root, dir, tmp) < (int)sizeof(path))
+		if (snprintf(path, sizeof(path), "%s/%s/%s", root, jit ? "jit" : "store/builds", tmp) <
+		    (int)sizeof(path))
 			evalrun_tree_remove(path);
 	}
 	if (src >= 0)
@@ -534,7 +537,7 @@ int evalrun_jit_restore(const char *root, const char *key, const char *dir,
 	why[0] = '\0';
 	if (!evalrun_key_valid(key))
 		return stark_error(ST_EINVAL, "build cache: bad key");
-	jit = open_dir(root, "store", "jit");
+	jit = open_dir(root, "jit", NULL);
 	entry = jit < 0 ? -1 : openat(jit, key, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (entry < 0 || fstatat(entry, ENTRY_MARK, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
 	    !S_ISREG(sb.st_mode))

@@ -36,11 +36,11 @@
  * any candidate code runs, keeps it where that key is the one it computes
  * (env jit_cache "warm ..."), and otherwise empties it and asks for it to
  * be published afterwards (env jit_publish, with its fingerprint of the
- * JIT's toolchain, jit_toolchain).  The run jail never sees the store.
- * The key is computed here, from the referee's fingerprint (the compile
+ * JIT's toolchain, jit_toolchain).  Published caches are kept in the
+ * cache's jit/ folder, beside the store: no jail ever sees them.  The key is computed here, from the referee's fingerprint (the compile
  * stage's, or the last one this process saw) and our own copies of the
  * sources; once the stage's process tree is gone, jit_dir/cache is
- * published under it, as builds are, within smaller caps.  What the
+ * published under jit/KEY, as builds are, within smaller caps.  What the
  * candidate wrote there reaches only later evaluations of the very same
  * solution, which could write it themselves.  Nothing else is ever
  * written to the store.

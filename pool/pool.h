@@ -402,7 +402,8 @@ void evalrun_pair_free(struct evalrun_pair *p);
  *	store/builds/KEY/	published builds (immutable once in place)
  *	store/failed/KEY	remembered compile errors (JSON: message, log)
  *	store/plans/KEY		problems' footprint estimates (JSON)
- *	store/jit/KEY/		published JIT caches (Triton's; immutable)
+ *	jit/KEY/		published JIT caches (Triton's; immutable),
+ *				beside the store: no jail sees them
  *	scratch/PID-XXXXXX/	one evaluation's build folder while it runs
  * Only the orchestrator writes store/, after the compile stage's process
  * tree is gone; every jail sees it read-only, and the compile jail writes
@@ -449,7 +450,8 @@ struct evalrun_publish {
 };
 /*
  * Copies the folder scratch (whose writers must all be gone) into
- * root/store/DIR/key, DIR "builds" (a build) or "jit" (a JIT cache):
+ * root/store/builds/key (dir "builds") or root/jit/key (dir "jit": a JIT
+ * cache):
  * regular files and folders only, none followed
  * through a link, within the EVALRUN_PUBLISH_* caps, into a temporary
  * folder renamed into place.  Returns 0 (published), 1 (an entry with
@@ -460,7 +462,7 @@ ST_WUR int evalrun_publish(const char *root, const char *dir, const char *key,
 			   const char *scratch, struct evalrun_publish *st, char *why,
 			   size_t whylen);
 /*
- * Copies the published JIT cache root/store/jit/key, where it is whole
+ * Copies the published JIT cache root/jit/key, where it is whole
  * (its mark), into dir/cache (made here; dir is an evaluation's empty JIT
  * scratch, nothing jailed in it yet) as evalrun_publish copies, and
  * writes dir/restored holding the key, for the referee to check against

@@ -41,7 +41,7 @@ json() { "$PY" -c 'import json,sys; j=json.load(open(sys.argv[1])); print(eval(s
 # What the build cache holds of builds besides its empty folders (the
 # problem's footprint estimate, store/plans, is the reference's and does not
 # depend on the build environment: tests/e2e/59-plan-cache.t).
-stored() { find "$STARK_CACHE/store" "$STARK_CACHE/scratch" -mindepth 1 -maxdepth 2 | grep -v '/store/builds$\|/store/failed$\|/store/jit$\|/store/plans\(/[^/]*\)\?$' | head -n 5; }
+stored() { find "$STARK_CACHE/store" "$STARK_CACHE/scratch" -mindepth 1 -maxdepth 2 | grep -v '/store/builds$\|/store/failed$\|/store/plans\(/[^/]*\)\?$' | head -n 5; }
 
 # The machine's views: without ninja; setuptools and torch's headers hidden.
 mkdir -p "$T/bin" "$T/nosetuptools" "$T/empty"

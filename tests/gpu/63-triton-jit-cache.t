@@ -57,11 +57,11 @@ case_ "the planting candidate again: its own plant, warm" "$C/hostile/problem.py
 case_ "the honest twin after it: cold, its own" "$C/hostile/problem.py" "$C/hostile/h01_triton.py" \
 	'j["env"].get("jit_cache") == "cold"'
 case_ "the cache probe after both: finds nothing planted" "$C/hostile/problem.py" "$C/hostile/t_cache_probe.py" 'True'
-entries=$(ls "$STARK_CACHE/store/jit" | grep -c '^[0-9a-f]\{64\}$')
+entries=$(ls "$STARK_CACHE/jit" | grep -c '^[0-9a-f]\{64\}$')
 if [ "$entries" = 5 ]; then
-	ok "five entries in store/jit ($(du -sk "$STARK_CACHE/store/jit" | cut -f1) KiB, $(find "$STARK_CACHE/store/jit" -type f | wc -l) files)"
+	ok "five entries in jit/ ($(du -sk "$STARK_CACHE/jit" | cut -f1) KiB, $(find "$STARK_CACHE/jit" -type f | wc -l) files)"
 else
-	not_ok "store/jit holds $entries entries, expected 5" "$(ls -la "$STARK_CACHE/store/jit")"
+	not_ok "jit/ holds $entries entries, expected 5" "$(ls -la "$STARK_CACHE/jit")"
 fi
 echo "1..$n"
 exit $failed

@@ -1052,7 +1052,7 @@ START_TEST(cache_caps_and_depth)
 }
 END_TEST
 
-/* A JIT cache is published under store/jit, within its own smaller caps
+/* A JIT cache is published under jit/ (beside the store), within its own smaller caps
  * (a sparse file over them is refused without being read); a folder other
  * than builds and jit is refused. */
 START_TEST(cache_jit_entry)
@@ -1075,7 +1075,7 @@ START_TEST(cache_jit_entry)
 			 ST_EINVAL);
 	ck_assert_int_eq(evalrun_publish(root, "jit", key, scratch, &st, why, sizeof(why)), 0);
 	ck_assert_uint_eq(st.files, 3);
-	at(p, root, "store/jit");
+	at(p, root, "jit");
 	at(entry, p, key);
 	ck_assert(holds(entry, "abc/k.cubin", "cubin bytes"));
 	at(p, entry, ".stark-entry");
@@ -1116,7 +1116,7 @@ START_TEST(cache_jit_entry)
 	ck_assert_int_eq(evalrun_publish(root, "jit", key, scratch, &st, why, sizeof(why)),
 			 ST_ETOOBIG);
 	ck_assert_ptr_nonnull(strstr(why, "larger than the cap"));
-	at(p, root, "store/jit");
+	at(p, root, "jit");
 	at(entry, p, key);
 	ck_assert(lstat(entry, &sb) < 0 && errno == ENOENT);
 	evalrun_tree_remove(scratch);
