@@ -37,9 +37,10 @@
  * (env jit_cache "warm ..."), and otherwise empties it and asks for it to
  * be published afterwards (env jit_publish, with its fingerprint of the
  * JIT's toolchain, jit_toolchain).  Published caches are kept in the
- * cache's jit/ folder, beside the store: no jail ever sees them.  The key is computed here, from the referee's fingerprint (the compile
- * stage's, or the last one this process saw) and our own copies of the
- * sources; once the stage's process tree is gone, jit_dir/cache is
+ * cache's jit/ folder, beside the store: no jail ever sees them.  The key
+ * is computed here, from the referee's fingerprint (the compile stage's,
+ * or the last one this process saw) and our own copies of the sources;
+ * once the stage's process tree is gone, jit_dir/cache is
  * published under jit/KEY, as builds are, within smaller caps.  What the
  * candidate wrote there reaches only later evaluations of the very same
  * solution, which could write it themselves.  Nothing else is ever
@@ -118,10 +119,18 @@ static int add_bind(struct evalrun_opts *o, struct sandbox_bind *arr, const char
 	return 0;
 }
 
+/* The sources' lengths, as the request's 0 means (strlen). */
+static void src_lens(const struct proto_request *rq, size_t *plen, size_t *slen)
+{
+	*plen = rq->problem_len || !rq->problem_src ? rq->problem_len : strlen(rq->problem_src);
+	*slen = rq->solution_len || !rq->solution_src ? rq->solution_len : strlen(rq->solution_src);
+}
+
 /* The store, and a scratch folder for a stage that builds. */
 static int cache_start(struct evalrun_pair *p, const char *root, bool builds)
 {
 	char err[PATH_MAX + 128];
+	size_t plen, slen;
 	int rc;
 
 	snprintf(p->root, sizeof(p->root), "%s", root);
@@ -133,10 +142,8 @@ static int cache_start(struct evalrun_pair *p, const char *root, bool builds)
 	p->stage.cache_dir = p->store;
 	/* The problem's footprint estimate, where an earlier evaluation of
 	 * it left one (the referee checks it was made as it would make it). */
-	if (!evalrun_plan_key(p->stage.device, p->stage.problem_src,
-			      p->stage.problem_len || !p->stage.problem_src ? p->stage.problem_len
-								    : strlen(p->stage.problem_src),
-			      p->plan_key) &&
+	src_lens(&p->stage, &plen, &slen);
+	if (!evalrun_plan_key(p->stage.device, p->stage.problem_src, plen, p->plan_key) &&
 	    evalrun_plan_load(p->root, p->plan_key, p->plan))
 		p->stage.plan = p->plan;
 	if (!builds)
@@ -154,15 +161,9 @@ static int cache_start(struct evalrun_pair *p, const char *root, bool builds)
  * cold cache. */
 static char last_jit_fp[EVALRUN_KEY_LEN + 1];
 
-/* The sources' lengths, as the request's 0 means (strlen). */
-static void src_lens(const struct proto_request *rq, size_t *plen, size_t *slen)
-{
-	*plen = rq->problem_len || !rq->problem_src ? rq->problem_len : strlen(rq->problem_src);
-	*slen = rq->solution_len || !rq->solution_src ? rq->solution_len : strlen(rq->solution_src);
-}
-
-/* The JIT cache's key under fingerprint fp, into key; false where none. */
-static bool jit_key(const struct evalrun_pair *p, const char *fp, char key[EVALRUN_KEY_LEN + 1])
+/* The key of this evaluation's sources under a toolchain's fingerprint fp
+ * (a build's, the JIT's), into key; false where fp is none or malformed. */
+static bool source_key(const struct evalrun_pair *p, const char *fp, char key[EVALRUN_KEY_LEN + 1])
 {
 	size_t plen, slen;
 
@@ -194,7 +195,7 @@ static int jit_start(struct evalrun_pair *p, struct evalrun_opts *o, struct sand
 		return rc;
 	}
 	p->stage.jit_dir = p->jit;
-	if (jit_key(p, p->jit_fp[0] ? p->jit_fp : last_jit_fp, key) &&
+	if (source_key(p, p->jit_fp[0] ? p->jit_fp : last_jit_fp, key) &&
 	    evalrun_jit_restore(p->root, key, p->jit, &st, why, sizeof(why)) < 0)
 		stark_warn("build cache: the JIT cache of %s is not restored: %s", p->stage.id, why);
 	return 0;
@@ -225,7 +226,7 @@ static void after_jit(struct evalrun_pair *p)
 		return;
 	if (p->canceled || !env_is(&p->res, "jit_publish", "1"))
 		goto out;
-	if (!jit_key(p, evalrun__env_of(&p->res, "jit_toolchain"), key)) {
+	if (!source_key(p, evalrun__env_of(&p->res, "jit_toolchain"), key)) {
 		snprintf(note, sizeof(note), "not stored: no fingerprint of the JIT's toolchain");
 		goto out;
 	}
@@ -404,9 +405,7 @@ static int after_build(struct evalrun_pair *p)
 
 	if (!key || !p->root[0])
 		return 0;
-	if (!tc || evalrun_build_key(tc, p->stage.device, p->stage.problem_src, p->stage.problem_len,
-				     p->stage.solution_src, p->stage.solution_len, p->key) ||
-	    strcmp(p->key, key)) {
+	if (!source_key(p, tc, p->key) || strcmp(p->key, key)) {
 		p->key[0] = '\0';
 		return compiled ? fail_build(p, "the evaluator's build key %.16s... is not the one computed from the sources and its toolchain; the build is not used", key)
 				: 0;
