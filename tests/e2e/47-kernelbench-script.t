@@ -28,7 +28,7 @@ n=0
 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
-echo "1..13"
+echo "1..14"
 
 KB=$T/kb/KernelBench/level1
 mkdir -p "$KB"
@@ -120,6 +120,19 @@ rows[2].setdefault("env", {})["launch_match"] = (
 with open(sys.argv[1], "w") as f:
     f.write("".join(json.dumps(r) + "\n" for r in rows))
 PYEOF
+# --report reads what is there, the error included, and judges nothing.
+before=$(cksum <"$T/cut/results.jsonl")
+rm -f "$T/cut/batch-0-cpu.txt"
+out=$("$PY" scripts/kernelbench "$T/kb" --level 1 --device cpu --stark /nonexistent/stark \
+	--out "$T/cut" --report 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && [[ "$out" == *"level 1: 3 problems: correct 2, error 1"* ]] &&
+	[ ! -e "$T/cut/batch-0-cpu.txt" ] && [ "$(cksum <"$T/cut/results.jsonl")" = "$before" ] &&
+	[[ "$out" != *"throughput"* ]]; then
+	ok "--report prints what --out holds, errors included, and judges nothing"
+else
+	not_ok "--report: exit $rc" "$(printf '%s\n' "$out" | tail -n 10)"
+fi
 out=$("$PY" scripts/kernelbench "$T/kb" --level 1 --device cpu --stark "$STARK" \
 	--out "$T/cut" --resume -- --no-timing --trials 2 2>&1)
 rc=$?
