@@ -17,14 +17,21 @@ DIR/fidelity.list ("PROBLEM CANDIDATE RESULT" lines, for
 scripts/fidelity.py --list: the same kernels timed by triton's do_bench)
 stay in DIR.
 
+With --twice the corpus is judged twice with one fresh build cache: the
+first pass compiles every kernel (env jit_cache "cold"), the second finds
+them in the cache ("warm"); both passes' wall time per evaluation is
+printed, with their medians (the judge latency with and without Triton's
+JIT).
+
 Usage: judge.py [--kb DIR] [--stark PATH] [--real] [--jobs N] [--only REGEX]
-                [--keep DIR] [--tap] [-- STARK-EVAL-OPTIONS...]
+                [--keep DIR] [--tap] [--twice] [-- STARK-EVAL-OPTIONS...]
 Exit status 0 when every row is `correct`, language triton, without flags.
 """
 import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -70,9 +77,23 @@ def shrink(src, sizes):
     return src
 
 
+def latency(pairs, passes):
+    """Both passes' wall time per evaluation and Triton's cache, and their
+    medians."""
+    print("%-42s %9s %9s  %s" % ("problem", "cold_s", "warm_s", "second pass's jit_cache"))
+    for (stem, _, _), a, b in zip(pairs, *passes):
+        print("%-42s %9.1f %9.1f  %s" % (stem, a.get("wall_ms", 0) / 1e3, b.get("wall_ms", 0) / 1e3,
+                                         (b.get("env") or {}).get("jit_cache", "-")))
+    med = lambda rs: statistics.median(r.get("wall_ms", 0) / 1e3 for r in rs)
+    warm = sum(1 for r in passes[1] if str((r.get("env") or {}).get("jit_cache", "")).startswith("warm"))
+    print("judge latency p50: %.1f s with Triton's JIT, %.1f s with a warm cache (warm on %d of %d)"
+          % (med(passes[0]), med(passes[1]), warm, len(pairs)))
+
+
 def main(argv):
     kb = os.environ.get("KB") or ".kb/checkout"
     stark, real, jobs, only, tap, extra, keep = "build/stark", False, 2, None, False, [], None
+    twice = False
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -96,6 +117,8 @@ def main(argv):
             real = True
         elif a == "--tap":
             tap = True
+        elif a == "--twice":
+            twice = True
         else:
             raise SystemExit(__doc__)
         i += 1
@@ -124,12 +147,20 @@ def main(argv):
             pairs.append((stem, prob, os.path.join(HERE, "kernels", f)))
         cmd = [stark, "eval", "--batch", "-", "--jobs", str(jobs), "--device", "cuda"] + extra
         lines = "".join("%s %s\n" % (p, s) for _, p, s in pairs)
-        run = subprocess.run(cmd, input=lines, capture_output=True, text=True)
-        results = [json.loads(l) for l in run.stdout.splitlines() if l.startswith("{")]
-        if len(results) != len(pairs):
-            sys.stderr.write(run.stderr[-3000:])
-            raise SystemExit("judge: %d results for %d pairs (exit %d)"
-                             % (len(results), len(pairs), run.returncode))
+        env = dict(os.environ)
+        if twice:
+            env["STARK_CACHE"] = os.path.join(tmp, "cache")
+        passes = []
+        for _ in range(2 if twice else 1):
+            run = subprocess.run(cmd, input=lines, capture_output=True, text=True, env=env)
+            results = [json.loads(l) for l in run.stdout.splitlines() if l.startswith("{")]
+            if len(results) != len(pairs):
+                sys.stderr.write(run.stderr[-3000:])
+                raise SystemExit("judge: %d results for %d pairs (exit %d)"
+                                 % (len(results), len(pairs), run.returncode))
+            passes.append(results)
+        if twice:
+            latency(pairs, passes)
         if keep:
             with open(os.path.join(keep, "fidelity.list"), "w") as lst:
                 for (stem, prob, sol), r in zip(pairs, results):
