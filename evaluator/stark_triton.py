@@ -296,7 +296,7 @@ def warm(folder, key):
             ok = f.read(128) == key.encode("ascii")
     except (OSError, UnicodeEncodeError):
         ok = False
-    if ok and stat.S_ISDIR(os.lstat(cache).st_mode):
+    if ok and os.path.isdir(cache) and not os.path.islink(cache):
         files = size = 0
         for top, _, names in os.walk(cache):
             for name in names:

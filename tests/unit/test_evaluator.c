@@ -771,6 +771,11 @@ START_TEST(language_files)
 		    " os.path.exists('/etc/passwd'))[3:])"
 		    "(__import__('tempfile').mkdtemp(), __import__('os'), 'a' * 64)",
 		    "((1, 2), None, False, None, None, None, False, None, 64, None, False, True)");
+	/* its key named but no cache beside it: cold, not a failure */
+	expect_eval(NULL,
+		    "(lambda d: (open(d + '/restored', 'w').write('a' * 64), stark_triton.warm(d, 'a' * 64))[1])"
+		    "(__import__('tempfile').mkdtemp())",
+		    "None");
 	/* The key's fingerprint: the GPU's arch is in it. */
 	expect_eval(NULL,
 		    "(stark_triton.fingerprint({'STARK_CUDA_ARCH': 'sm_90'}) !="
