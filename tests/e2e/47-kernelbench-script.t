@@ -28,7 +28,7 @@ n=0
 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
-echo "1..14"
+echo "1..15"
 
 KB=$T/kb/KernelBench/level1
 mkdir -p "$KB"
@@ -226,5 +226,17 @@ if [ "$rc" -eq 0 ] && grep -Eq '^L3 1_Launch\.py +kernels +600 .* LB$' <<<"$out"
 	ok "kernelbench-plan --only: by file name"
 else
 	not_ok "kernelbench-plan --only: exit $rc" "$(printf '%s\n' "$out" | tail -n 8)"
+fi
+# kb-reftime (KernelBench's own clock beside its published figures) needs
+# KernelBench's timing code: none in a checkout of level folders only, and
+# no checkout at all, each said, exit 0.
+out1=$("$PY" scripts/kb-reftime "$T/nothing-here" 2>&1); rc1=$?
+out2=$("$PY" scripts/kb-reftime "$T/kbp" --level 3 2>&1); rc2=$?
+if [ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] &&
+	grep -q "^kb-reftime: no KernelBench checkout at $T/nothing-here" <<<"$out1" &&
+	grep -q "^kb-reftime: $T/kbp has no src/kernelbench/timing.py" <<<"$out2"; then
+	ok "kb-reftime: no checkout, and no timing code in it, each said"
+else
+	not_ok "kb-reftime: exits $rc1 $rc2" "$out1" "$out2"
 fi
 exit $failed
