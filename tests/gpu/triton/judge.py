@@ -35,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ELEMENTWISE = {"batch_size": "1024", "dim": "16384"}
@@ -75,6 +76,36 @@ def shrink(src, sizes):
         if not n:
             raise SystemExit("judge: no module-level '%s' to shrink" % name)
     return src
+
+
+def batch(cmd, lines, env, n, label):
+    """One `stark eval --batch`: its results in the batch's order.  Each
+    result is noted on stderr as it comes (status, wall time, Triton's
+    cache), so a run cut short still says how far it got and how long each
+    evaluation took."""
+    t0 = time.time()
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=err, text=True, env=env)
+        proc.stdin.write(lines)
+        proc.stdin.close()
+        results = []
+        for line in proc.stdout:
+            if not line.startswith("{"):
+                continue
+            r = json.loads(line)
+            results.append(r)
+            e = r.get("env") or {}
+            sys.stderr.write("judge: %s%s%d/%d at %.0f s: %s, wall %.1f s, jit_cache %s\n" % (
+                label, ": " if label else "", len(results), n, time.time() - t0, r.get("status"),
+                r.get("wall_ms", 0) / 1e3, e.get("jit_cache", "-")))
+            sys.stderr.flush()
+        rc = proc.wait()
+        if len(results) != n:
+            err.seek(0)
+            sys.stderr.write(err.read()[-3000:])
+            raise SystemExit("judge: %d results for %d pairs (exit %d)" % (len(results), n, rc))
+    return results
 
 
 def latency(pairs, passes):
@@ -151,13 +182,8 @@ def main(argv):
         if twice:
             env["STARK_CACHE"] = os.path.join(tmp, "cache")
         passes = []
-        for _ in range(2 if twice else 1):
-            run = subprocess.run(cmd, input=lines, capture_output=True, text=True, env=env)
-            results = [json.loads(l) for l in run.stdout.splitlines() if l.startswith("{")]
-            if len(results) != len(pairs):
-                sys.stderr.write(run.stderr[-3000:])
-                raise SystemExit("judge: %d results for %d pairs (exit %d)"
-                                 % (len(results), len(pairs), run.returncode))
+        for k in range(2 if twice else 1):
+            results = batch(cmd, lines, env, len(pairs), "pass %d" % (k + 1) if twice else "")
             passes.append(results)
         if twice:
             latency(pairs, passes)
