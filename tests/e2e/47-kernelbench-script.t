@@ -13,7 +13,10 @@
 # with STARK_PY_PROFILE=1 where each process's wall time went;
 # launch matching's outcomes are summed by level;
 # scripts/kernelbench-plan picks the launch-bound model for launch-mode
-# matching and not a relu on 64 MiB, and --only picks by name.  About 35 s.  Prints TAP.
+# matching and not a relu on 64 MiB, and --only picks by name; kb-reftime
+# says where KernelBench's timing code is missing; the published baseline's
+# ratio is printed for an fp32 reference and not for a bf16 one.  About
+# 60 s.  Prints TAP.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${STARK_BUILD:-build}
@@ -28,7 +31,7 @@ n=0
 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
-echo "1..15"
+echo "1..16"
 
 KB=$T/kb/KernelBench/level1
 mkdir -p "$KB"
@@ -238,5 +241,20 @@ if [ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] &&
 	ok "kb-reftime: no checkout, and no timing code in it, each said"
 else
 	not_ok "kb-reftime: exits $rc1 $rc2" "$out1" "$out2"
+fi
+# The published baseline (--baseline: KernelBench's fp32 times): an fp32
+# reference gets its ratio; one judged at bf16 is not compared with it.
+printf '{"level1": {"1_Chain.py": {"mean": 0.5}}}\n' >"$T/base.json"
+o32=$("$PY" scripts/kernelbench "$T/kb" --level 1 --only '^1_' --device cpu --stark "$STARK" \
+	--baseline "$T/base.json" --out "$T/p32" -- --trials 2 2>&1); rc1=$?
+o16=$("$PY" scripts/kernelbench "$T/kb" --level 1 --only '^1_' --device cpu --stark "$STARK" \
+	--baseline "$T/base.json" --out "$T/p16" -- --trials 2 --precision bf16 2>&1); rc2=$?
+if [ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] &&
+	grep -Eq '^L1 1_Chain\.py +stark +[0-9.]+ ms +published +0\.5000 ms +ratio [0-9.]+$' <<<"$o32" &&
+	grep -q '^1 judged at bf16: not compared (the published times are fp32)$' <<<"$o16" &&
+	! grep -q '^L1 1_Chain\.py .*ratio' <<<"$o16"; then
+	ok "published baseline: an fp32 reference's ratio printed, a bf16 one's not compared"
+else
+	not_ok "published baseline: exits $rc1 $rc2" "$(printf '%s\n' "$o32" | tail -n 4)" "$(printf '%s\n' "$o16" | tail -n 4)"
 fi
 exit $failed
