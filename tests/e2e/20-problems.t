@@ -15,7 +15,7 @@
 #
 # The candidates that are never timed run first, $STARK_PROBLEMS_JOBS (4) at
 # a time; fast and slow run afterwards, $STARK_PROBLEMS_TIMED_JOBS (2) at a
-# time: their speedups are 2.7-36x and under 0.5x on the development machine,
+# time: their speedups are 2.7-36x and about 0.5x or under on the development machine,
 # margins that a neighbour's evaluation does not move across 1 (one at a
 # time is STARK_PROBLEMS_TIMED_JOBS=1).  Builds go to
 # $STARK_TEST_CACHE (default tests/tmp/cache, shared with the other e2e

@@ -25,10 +25,10 @@ class Model(nn.Module):
         return out
 
 
-batch_size = 4
-heads = 8
-seq_len = 64
-head_dim = 32
+batch_size = 16
+heads = 16
+seq_len = 8
+head_dim = 16
 
 
 def get_inputs():
