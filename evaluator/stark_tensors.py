@@ -445,15 +445,24 @@ def merge_results(acc, r, base):
 # attention's reference differed from its float64 run by 1.1% of its
 # largest magnitude (1.45 epsilons, rounding alone), which the 1% floor
 # took for another computation, and an honest candidate one element off
-# went without its second opinion.
+# went without its second opinion.  The cap holds on the problem's own
+# inputs; on the variant distribution's scaled inputs, where the float64
+# run stayed within it on the problem's own, an E beyond it is the
+# problem's conditioning in its dtype (a bfloat16 softmax of logits scaled
+# 64 times: rounding a logit moves its weight by tens of percent), and the
+# recheck uses it (stark_worker_outputs._recheck).
 RECHECK_MAX_REL = 1e-2
 RECHECK_MAX_EPS = 8
 
 
-def exact_error(want, exact, atol):
+def exact_error(want, exact, atol, capped=True):
     """The reference's own error against its float64 run over a whole
     output: E = max |want - exact| where want is finite (compare_exact),
-    or {"error": why} where the float64 run cannot serve."""
+    or {"error": why} where the float64 run cannot serve.  With `capped`
+    false, an E beyond the rounding cap (RECHECK_MAX_REL) is returned too:
+    for a float64 run known to be the same computation (it stayed within
+    the cap on the problem's own inputs), such an E is the problem's
+    conditioning at these inputs, not another computation."""
     w = want.reshape(-1)
     x = exact.reshape(-1).to(device=w.device, dtype=torch.float64)
     if x.numel() != w.numel():
@@ -472,7 +481,7 @@ def exact_error(want, exact, atol):
     rel = RECHECK_MAX_REL
     if w.dtype.is_floating_point:
         rel = max(rel, RECHECK_MAX_EPS * torch.finfo(w.dtype).eps)
-    if not math.isfinite(err) or err > rel * max(scale, atol):
+    if not math.isfinite(err) or (capped and err > rel * max(scale, atol)):
         return {"error": "the reference differs from its float64 run by %.3g (largest "
                          "magnitude %.3g): not rounding alone" % (err, scale)}
     return err

@@ -175,6 +175,10 @@ class Worker(GpuTiming, Inputs, Outputs, Memory, CompiledRef, Delivery, IpcDeliv
         self.gens = 0
         self.kept = None       # reference: outputs described at FETCH
         self.model64 = None    # reference: its float64 copy, made for a recheck
+        # reference: output -> whether its float64 run, on the problem's own
+        # inputs, differed from it by rounding alone (stark_tensors.
+        # exact_error within the cap), learned on a precision-judged call
+        self.f64_rounding = {}
         self.exact = None      # reference: this call's float64 outputs, or why not
         self.cmp = None        # reference: the comparison under way (COMPARE chunks)
         self.fused_note = None  # reference: how its comparisons run (stark_fused.enable)

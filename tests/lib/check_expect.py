@@ -52,6 +52,11 @@ EXPECT lines: CANDIDATE STATUSES FLAG [KEY=VALUE ...]   ("#" starts a comment)
                      marker should go
   todo_cpu=REASON    as todo, on the CPU only: a defense the GPU has by
                      default (the row must pass there)
+  seed=N             the row is evaluated alone with --seed N: a verdict that
+                     needs one draw of the trials' inputs (a scaled trial
+                     that reaches a path), pinned
+  env=KEY[,KEY]      when the status is "correct", these env keys must be
+                     present (the path the row is there for was taken)
   In REASONs "_" stands for a space.
 """
 import json
@@ -64,7 +69,8 @@ import time
 
 EVAL_TIMEOUT_S = 900
 BOUND_KEYS = ("max_speedup", "min_runtime_us", "same_speed_as", "not_faster_than")
-KEYS = set(BOUND_KEYS) | {"waived_by", "cpu_only", "todo", "todo_cpu", "no_timing"}
+KEYS = set(BOUND_KEYS) | {"waived_by", "cpu_only", "todo", "todo_cpu", "no_timing", "seed",
+                          "env"}
 
 
 class Row:
@@ -130,11 +136,14 @@ class Runner:
         self.extra = extra
         self.results = {}       # candidate path -> (result dict or None, why list)
         self.untimed = set()    # candidate paths evaluated with --no-timing
+        self.seeds = {}         # candidate path -> its pinned --seed
 
     def options(self, key):
         extra = list(self.extra)
         if key in self.untimed and "--no-timing" not in extra:
             extra.append("--no-timing")
+        if key in self.seeds:
+            extra += ["--seed", self.seeds[key]]
         return extra
 
     def prefetch(self, rows):
@@ -145,11 +154,14 @@ class Runner:
         for row in rows:
             if "no_timing" in row.opts:
                 self.untimed.add(row.path)
+            if "seed" in row.opts:
+                self.seeds[row.path] = row.opts["seed"]
         if os.environ.get("STARK_EXPECT_BATCH", "1") == "0":
             return
         keys = []
         for row in rows:
-            if row.path not in self.results and row.path not in keys:
+            if row.path not in self.results and row.path not in keys and \
+                    row.path not in self.seeds:     # a pinned seed: its own process
                 keys.append(row.path)
         for untimed in (False, True):
             self.prefetch_keys([k for k in keys if (k in self.untimed) == untimed])
@@ -291,6 +303,10 @@ def check_row(row, res, runner, rows_by_cand, timing):
             want = row.flag.split(",")
             if not any(f in flags for f in want):
                 why.append("flag %s missing (flags %s)" % (" or ".join(want), flags))
+        env = res.get("env") if isinstance(res.get("env"), dict) else {}
+        missing = [k for k in row.opts.get("env", "").split(",") if k and k not in env]
+        if missing:
+            why.append("env %s missing" % ", ".join(missing))
         w, n = check_bounds(row, res, runner, rows_by_cand, timing)
         why += w
         notes += n

@@ -588,6 +588,16 @@ START_TEST(compare_exact_rules)
 		    " for w in (torch.tensor([5.3125, 1.0], dtype=torch.bfloat16),"
 		    " torch.tensor([5.3125, 1.0]))]",
 		    "[(True, False), (False, True)]");
+	/* exact_error uncapped (a float64 run known to be the same
+	   computation, on scaled inputs): the error beyond the cap comes
+	   back as a number; a value that is not finite still refuses. */
+	expect_eval(NULL,
+		    "[(lambda e: e if isinstance(e, float) else sorted(e))(stark_tensors.exact_error("
+		    "torch.tensor([1.5, 2.0]), x, 1e-4, capped=c)) for x, c in ("
+		    "(torch.tensor([1.0, 2.0], dtype=torch.float64), True),"
+		    " (torch.tensor([1.0, 2.0], dtype=torch.float64), False),"
+		    " (torch.tensor([float('nan'), 2.0], dtype=torch.float64), False))]",
+		    "[['error'], 0.5, ['error']]");
 }
 END_TEST
 
