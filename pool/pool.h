@@ -77,8 +77,12 @@
 #define EVALRUN_COMPILE_MEM (8ull << 30)
 /* The run jail: after the first OOM kill its referee has this long to say
  * whose worker the kernel killed and whose allocations it was (the run
- * jail's memory is the sandbox's default, or $STARK_RUN_MEM_MIB). */
-#define EVALRUN_OOM_GRACE_MS 3000u
+ * jail's memory is the sandbox's default, or $STARK_RUN_MEM_MIB).  3 s
+ * was too short on a 2-core machine running the test suite's evaluations
+ * side by side: a memory bomb's referee had not answered, and the verdict
+ * fell to the evaluator's own error.  The grace ends as soon as the
+ * referee answers; only a referee that never does costs all of it. */
+#define EVALRUN_OOM_GRACE_MS 10000u
 #define EVALRUN_POLLFDS 5	      /* descriptors evalrun_pollfds() may fill */
 #define EVALRUN_ZYGOTE_READY_MS 300000u /* a zygote's start-up, at most */
 #define EVALRUN_ZYGOTE_SPAWN_MS 60000u	/* a job sent to its jail entered, at most */
