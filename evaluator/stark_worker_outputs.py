@@ -561,7 +561,7 @@ class Outputs:
                 # Beyond rounding here, within it on the problem's own
                 # inputs: the problem's conditioning at scaled inputs
                 # (stark_tensors.RECHECK_MAX_REL).
-                ill = T.exact_error(self.cmp["want"][i], exact[i], atol, capped=False)
+                ill = self._ref_error(i, exact, atol, capped=False)
                 if not isinstance(ill, dict):
                     err = ill
             if isinstance(err, dict):
@@ -580,13 +580,14 @@ class Outputs:
         r["scale"] = sc
         return r
 
-    def _ref_error(self, i, exact, atol):
+    def _ref_error(self, i, exact, atol, capped=True):
         """Output i's reference error against its float64 run, `exact`
-        (stark_tensors.exact_error, capped), once a call."""
+        (stark_tensors.exact_error), once a call for each `capped`: an
+        output compared in pieces reuses it."""
         errs = self.cmp.setdefault("ref_err", {})
-        if i not in errs:
-            errs[i] = T.exact_error(self.cmp["want"][i], exact[i], atol)
-        return errs[i]
+        if (i, capped) not in errs:
+            errs[i, capped] = T.exact_error(self.cmp["want"][i], exact[i], atol, capped=capped)
+        return errs[i, capped]
 
     def _scaled(self):
         """Whether this call's inputs came from the variant distribution."""
